@@ -1,0 +1,51 @@
+# weightcast: the two set-up commands are `make demo` and `make test` (see README.md).
+# Every target installs missing Debian packages first (cmake/install_deps.sh).
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc)
+CMAKE_ARGS ?=
+
+.PHONY: all deps configure build demo test test-asan bench fuzz format clean
+
+all: build
+
+deps:
+	@cmake/install_deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# The main job on one machine: a scaled Qwen3-30B-A3B-shaped trainer publishes Adam-bf16
+# steps as sparse deltas; an engine applies and verifies them.
+demo: build
+	@$(BUILD)/examples/weightcast_demo
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# AddressSanitizer + UndefinedBehaviorSanitizer build with clang, including the libFuzzer runs.
+test-asan: deps
+	@CC=clang CXX=clang++ cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+	  -DWEIGHTCAST_SANITIZE=ON -DWEIGHTCAST_FUZZ=ON $(CMAKE_ARGS)
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -E 'Cli\.BenchDelta'
+
+bench: build
+	@bench/run_delta_bench.sh $(BUILD)/src/weightcast
+
+# A longer coverage-guided run of the delta fuzz target (FUZZ_SECONDS, default 120).
+fuzz: test-asan
+	@mkdir -p $(ASAN_BUILD)/fuzz-corpus
+	@$(ASAN_BUILD)/tests/fuzz/delta_fuzz_seeds $(ASAN_BUILD)/fuzz-corpus
+	@$(ASAN_BUILD)/tests/fuzz/delta_fuzz -max_total_time=$${FUZZ_SECONDS:-120} $(ASAN_BUILD)/fuzz-corpus
+
+format:
+	@git ls-files '*.cc' '*.h' '*.cu' '*.cuh' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,88 @@
+// Micro-benchmarks of the codec's inner pieces, each next to its memory reference (memcmp of
+// the same bytes) so ratios survive noisy shared machines. Headline figures: bench/run_delta_bench.sh.
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "codec/change_scan.h"
+#include "codec/checksum.h"
+#include "codec/position_codecs.h"
+
+namespace {
+
+constexpr size_t kElements = size_t{1} << 24;  // 32 MiB of bf16
+
+const std::vector<uint8_t>& buffer(int which) {
+  static std::vector<uint8_t> a, b;
+  if (a.empty()) {
+    std::mt19937_64 rng(1);
+    a.resize(kElements * 2);
+    for (size_t i = 0; i < a.size(); i += 8) {
+      const uint64_t v = rng();
+      std::memcpy(a.data() + i, &v, 8);
+    }
+    b = a;
+    for (size_t i = 0; i < kElements; i += 100) b[2 * i] ^= 1;  // 1 % density
+  }
+  return which == 0 ? a : b;
+}
+
+void BM_MemcmpReference(benchmark::State& state) {
+  const auto& a = buffer(0);
+  std::vector<uint8_t> copy = a;
+  for (auto _ : state) benchmark::DoNotOptimize(std::memcmp(a.data(), copy.data(), a.size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * a.size() * 2));
+}
+BENCHMARK(BM_MemcmpReference)->Unit(benchmark::kMillisecond);
+
+void BM_ScanChanges(benchmark::State& state) {
+  const auto& a = buffer(0);
+  const auto& b = buffer(1);
+  std::vector<uint32_t> positions(1u << 16);
+  for (auto _ : state) {
+    uint64_t total = 0;
+    for (size_t c = 0; c < kElements; c += 1u << 16) {
+      total += weightcast::scan_changes(a.data() + 2 * c, b.data() + 2 * c, 1u << 16, 2, positions.data());
+    }
+    benchmark::DoNotOptimize(total);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * a.size() * 2));
+}
+BENCHMARK(BM_ScanChanges)->Unit(benchmark::kMillisecond);
+
+void BM_Checksum(benchmark::State& state) {
+  const auto& a = buffer(0);
+  for (auto _ : state) benchmark::DoNotOptimize(weightcast::checksum_range(a.data(), 2, kElements, 0));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * a.size()));
+}
+BENCHMARK(BM_Checksum)->Unit(benchmark::kMillisecond);
+
+void BM_RiceVsStreamVByteGaps(benchmark::State& state) {
+  std::vector<uint32_t> positions;
+  std::mt19937 rng(3);
+  std::geometric_distribution<uint32_t> gap(0.01);
+  for (uint32_t p = gap(rng); p < (1u << 16); p += 1 + gap(rng)) positions.push_back(p);
+  std::vector<uint8_t> out;
+  std::vector<uint32_t> back;
+  const bool rice = state.range(0) == 1;
+  for (auto _ : state) {
+    out.clear();
+    if (rice) {
+      const auto plan = weightcast::plan_rice_gaps(positions);
+      weightcast::encode_rice_gaps(positions, plan.k, &out);
+      (void)weightcast::decode_rice_gaps(out, static_cast<uint32_t>(positions.size()), plan.k, 1u << 16, &back, "bench");
+    } else {
+      weightcast::encode_streamvbyte_gaps(positions, &out);
+      (void)weightcast::decode_streamvbyte_gaps(out, static_cast<uint32_t>(positions.size()), 1u << 16, &back, "bench");
+    }
+  }
+  state.counters["bits_per_gap"] = 8.0 * static_cast<double>(out.size()) / static_cast<double>(positions.size());
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * positions.size()));
+}
+BENCHMARK(BM_RiceVsStreamVByteGaps)->Arg(0)->Arg(1)->ArgNames({"rice"});
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,127 @@
+// Little-endian, least-significant-bit-first bit streams for the delta codec's packed fields.
+//
+// BitWriter appends to a byte vector; BitReader reads from a bounded span and never reads past
+// it: a read beyond the end sets a sticky overrun flag and yields zeros, so decoders check
+// overrun() once per section instead of on every value.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <vector>
+
+namespace weightcast {
+
+class BitWriter {
+ public:
+  explicit BitWriter(std::vector<uint8_t>* out) : out_(out) {}
+  ~BitWriter() { flush(); }
+  BitWriter(const BitWriter&) = delete;
+  BitWriter& operator=(const BitWriter&) = delete;
+
+  // Appends the low `bits` (0..32) bits of `value`.
+  void put(uint32_t value, unsigned bits) {
+    if (bits == 0) return;
+    acc_ |= static_cast<uint64_t>(value & mask(bits)) << fill_;
+    fill_ += bits;
+    if (fill_ >= 32) {
+      emit32(static_cast<uint32_t>(acc_));
+      acc_ >>= 32;
+      fill_ -= 32;
+    }
+  }
+  // Appends `count` one bits followed by a zero bit (the unary part of a Rice code).
+  void put_unary(uint64_t count) {
+    while (count >= 24) {
+      put(0xFFFFFFu, 24);
+      count -= 24;
+    }
+    put(static_cast<uint32_t>((1u << count) - 1), static_cast<unsigned>(count) + 1);
+  }
+  // Pads with zero bits to a byte boundary and writes out what is buffered.
+  void flush() {
+    while (fill_ > 0) {
+      out_->push_back(static_cast<uint8_t>(acc_));
+      acc_ >>= 8;
+      fill_ = fill_ > 8 ? fill_ - 8 : 0;
+    }
+    acc_ = 0;
+  }
+  static uint32_t mask(unsigned bits) { return bits >= 32 ? 0xFFFFFFFFu : (1u << bits) - 1; }
+
+ private:
+  void emit32(uint32_t v) {
+    const size_t at = out_->size();
+    out_->resize(at + 4);
+    std::memcpy(out_->data() + at, &v, 4);
+  }
+  std::vector<uint8_t>* out_;
+  uint64_t acc_ = 0;
+  unsigned fill_ = 0;
+};
+
+class BitReader {
+ public:
+  explicit BitReader(std::span<const uint8_t> bytes) : bytes_(bytes) {}
+
+  // Reads `bits` (0..32) bits.
+  uint32_t get(unsigned bits) {
+    if (bits == 0) return 0;
+    refill();
+    if (fill_ < bits) {
+      overrun_ = true;
+      fill_ = 0;
+      acc_ = 0;
+      return 0;
+    }
+    const auto v = static_cast<uint32_t>(acc_ & BitWriter::mask(bits));
+    acc_ >>= bits;
+    fill_ -= bits;
+    return v;
+  }
+  // Reads one bits up to the next zero bit and returns how many there were; stops counting
+  // (and reports overrun) once the count exceeds `limit`.
+  uint64_t get_unary(uint64_t limit) {
+    uint64_t count = 0;
+    for (;;) {
+      refill();
+      if (fill_ == 0) {
+        overrun_ = true;
+        return count;
+      }
+      const uint64_t inverted = ~acc_;
+      const uint64_t ones = inverted == 0 ? 64 : static_cast<uint64_t>(__builtin_ctzll(inverted));
+      if (ones < fill_) {
+        count += ones;
+        acc_ >>= ones + 1;
+        fill_ -= static_cast<unsigned>(ones) + 1;
+        return count;
+      }
+      count += fill_;
+      acc_ = 0;
+      fill_ = 0;
+      if (count > limit) {
+        overrun_ = true;
+        return count;
+      }
+    }
+  }
+  bool overrun() const { return overrun_; }
+  // Whole bytes consumed so far, counting a partly read byte as consumed.
+  size_t bytes_consumed() const { return pos_ - fill_ / 8; }
+
+ private:
+  void refill() {
+    while (fill_ <= 56 && pos_ < bytes_.size()) {
+      acc_ |= static_cast<uint64_t>(bytes_[pos_++]) << fill_;
+      fill_ += 8;
+    }
+  }
+  std::span<const uint8_t> bytes_;
+  size_t pos_ = 0;
+  uint64_t acc_ = 0;
+  unsigned fill_ = 0;
+  bool overrun_ = false;
+};
+
+}  // namespace weightcast

@@ -1,0 +1,221 @@
+#include "codec/delta_apply.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "codec/checksum.h"
+#include "codec/delta_chunk.h"
+#include "codec/hex.h"
+#include "codec/thread_pool.h"
+#include "codec/value_packing.h"
+
+namespace weightcast {
+namespace {
+
+// What applying one chunk did, kept so that it can be undone.
+struct ChunkOutcome {
+  Status status;
+  bool applied = false;
+  bool raw = false;
+  uint64_t changed = 0;
+  uint64_t checksum_change = 0;
+  // Raw chunks overwrite values the record does not hold, so their old bits are saved.
+  std::vector<uint32_t> undo_positions;
+  std::vector<uint32_t> undo_bits;
+};
+
+class ChunkApplier {
+ public:
+  ChunkApplier(const DeltaRecordView& record, const TensorRef& dest, uint64_t dest_first)
+      : rec_(record),
+        h_(record.header),
+        es_(dtype_size(record.header.dtype)),
+        w_(static_cast<unsigned>(es_ * 8)),
+        mask_(w_ >= 32 ? 0xFFFFFFFFu : (1u << w_) - 1),
+        base_(dest.first_byte()),
+        addr_(dest),
+        dest_first_(dest_first),
+        dest_end_(dest_first + dest.numel()) {}
+
+  // Chunks that hold at least one element of the destination.
+  uint32_t first_chunk() const {
+    return static_cast<uint32_t>((dest_first_ - h_.range_offset) / h_.chunk_elements);
+  }
+  uint32_t end_chunk() const {
+    if (dest_end_ == dest_first_) return first_chunk();
+    return static_cast<uint32_t>((dest_end_ - 1 - h_.range_offset) / h_.chunk_elements) + 1;
+  }
+
+  void apply(uint32_t c, ChunkOutcome* out) const {
+    if (rec_.chunks[c].empty()) return;
+    thread_local DecodedChunk chunk;
+    const std::string where = "tensor '" + h_.name + "' chunk " + std::to_string(c);
+    out->status = decode_chunk(rec_.chunks[c], h_.chunk_length(c), es_, &chunk, where.c_str());
+    if (!out->status.ok()) return;
+    const uint64_t start = h_.range_offset + uint64_t{h_.chunk_elements} * c;
+    out->applied = true;
+    out->raw = chunk.mode == ChunkMode::kRaw;
+    if (out->raw) {
+      const uint32_t len = h_.chunk_length(c);
+      for (uint32_t p = 0; p < len; ++p) {
+        uint32_t v = 0;
+        std::memcpy(&v, chunk.raw.data() + size_t{p} * es_, es_);
+        write(start + p, p, v, /*is_diff=*/false, out);
+      }
+      const bool whole_chunk = start >= dest_first_ && start + len <= dest_end_;
+      if (whole_chunk && out->changed != chunk.changed) {
+        out->status = data_loss(where + ": raw chunk claims " + std::to_string(chunk.changed) +
+                                " changes but " + std::to_string(out->changed) + " elements differ");
+      }
+      return;
+    }
+    for (uint32_t k = 0; k < chunk.changed; ++k) {
+      write(start + chunk.positions[k], chunk.positions[k], diff_from_value(chunk.values[k], w_),
+            /*is_diff=*/true, out);
+    }
+  }
+
+  // Restores the bytes a successful apply(c) changed.
+  void revert(uint32_t c, const ChunkOutcome& done) const {
+    if (!done.applied) return;
+    const uint64_t start = h_.range_offset + uint64_t{h_.chunk_elements} * c;
+    if (done.raw) {
+      for (size_t k = 0; k < done.undo_positions.size(); ++k) {
+        store(start + done.undo_positions[k], done.undo_bits[k]);
+      }
+      return;
+    }
+    thread_local DecodedChunk chunk;
+    // The chunk decoded cleanly moments ago from the same immutable bytes.
+    if (!decode_chunk(rec_.chunks[c], h_.chunk_length(c), es_, &chunk, "revert").ok()) return;
+    for (uint32_t k = 0; k < chunk.changed; ++k) {
+      const uint64_t g = start + chunk.positions[k];
+      if (g < dest_first_ || g >= dest_end_) continue;
+      store(g, (load(g) - diff_from_value(chunk.values[k], w_)) & mask_);
+    }
+  }
+
+ private:
+  uint8_t* at(uint64_t global) const {
+    return base_ + addr_.offset_of(global - dest_first_) * static_cast<int64_t>(es_);
+  }
+  uint32_t load(uint64_t global) const {
+    uint32_t v = 0;
+    std::memcpy(&v, at(global), es_);
+    return v;
+  }
+  void store(uint64_t global, uint32_t v) const { std::memcpy(at(global), &v, es_); }
+
+  void write(uint64_t global, uint32_t pos, uint32_t v, bool is_diff, ChunkOutcome* out) const {
+    if (global < dest_first_ || global >= dest_end_) return;
+    const uint32_t old = load(global);
+    const uint32_t now = is_diff ? (old + v) & mask_ : v;
+    if (!is_diff) {
+      if (now == old) return;
+      out->undo_positions.push_back(pos);
+      out->undo_bits.push_back(old);
+    }
+    store(global, now);
+    out->checksum_change += checksum_change(global, old, now, es_);
+    ++out->changed;
+  }
+
+  const DeltaRecordView& rec_;
+  const DeltaRecordHeader& h_;
+  size_t es_;
+  unsigned w_;
+  uint32_t mask_;
+  uint8_t* base_;
+  ElementAddresser addr_;
+  uint64_t dest_first_;
+  uint64_t dest_end_;
+};
+
+template <typename F>
+void for_chunks(ThreadPool* pool, uint32_t first, uint32_t end, F&& f) {
+  if (pool != nullptr) {
+    pool->parallel_for(end - first, [&](size_t i) { f(first + static_cast<uint32_t>(i)); });
+  } else {
+    for (uint32_t c = first; c < end; ++c) f(c);
+  }
+}
+
+}  // namespace
+
+Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& dest,
+                                const ApplyOptions& o) {
+  const DeltaRecordHeader& h = record.header;
+  const std::string who = "tensor '" + h.name + "'";
+  RETURN_IF_ERROR(dest.validate());
+  if (dest.memory == MemoryKind::kCuda) {
+    return invalid_argument(who + ": apply_delta needs host memory; destination '" + dest.name +
+                            "' is CUDA memory");
+  }
+  if (dest.dtype != h.dtype) {
+    return invalid_argument(who + ": delta is " + std::string(dtype_name(h.dtype)) +
+                            " but destination '" + dest.name + "' is " +
+                            std::string(dtype_name(dest.dtype)));
+  }
+  const uint64_t first = o.dest_first_element.value_or(h.range_offset);
+  const uint64_t count = dest.numel();
+  const uint64_t range_end = h.range_offset + h.range_elements;
+  if (first < h.range_offset || first > range_end || count > range_end - first) {
+    return invalid_argument(who + ": destination covers elements [" + std::to_string(first) + ", " +
+                            std::to_string(first + count) + ") but the delta covers [" +
+                            std::to_string(h.range_offset) + ", " + std::to_string(range_end) + ")");
+  }
+  const bool whole = first == h.range_offset && count == h.range_elements;
+  if (!whole && (!o.part_base_checksum || !o.part_target_checksum)) {
+    return invalid_argument(who + ": destination covers only [" + std::to_string(first) + ", " +
+                            std::to_string(first + count) +
+                            ") of the delta's range; give that part's base and target checksums");
+  }
+  const uint64_t expected_base = whole ? h.base_checksum : *o.part_base_checksum;
+  const uint64_t expected_target = whole ? h.target_checksum : *o.part_target_checksum;
+
+  uint64_t current = 0;
+  if (o.current_checksum) {
+    current = *o.current_checksum;
+  } else {
+    ASSIGN_OR_RETURN(current, checksum_view(dest, first, o.pool));
+  }
+  if (current != expected_base) {
+    return failed_precondition(
+        who + ": destination checksum " + hex16(current) + " is not the delta's base checksum " +
+        hex16(expected_base) + " (version " + std::to_string(h.base_version) +
+        "): refusing to apply; the destination holds another version (already applied, or a "
+        "different base)");
+  }
+
+  const ChunkApplier applier(record, dest, first);
+  const uint32_t c0 = applier.first_chunk(), c1 = applier.end_chunk();
+  std::vector<ChunkOutcome> outcomes(c1 - c0);
+  for_chunks(o.pool, c0, c1, [&](uint32_t c) { applier.apply(c, &outcomes[c - c0]); });
+
+  Status failure;
+  ApplyReport report;
+  report.checksum = current;
+  for (const auto& out : outcomes) {
+    if (!out.status.ok() && failure.ok()) failure = out.status;
+    report.checksum += out.checksum_change;
+    report.changed += out.changed;
+  }
+  if (failure.ok() && whole && report.changed != h.changed) {
+    failure = data_loss(who + ": the record claims " + std::to_string(h.changed) +
+                        " changed elements but its chunks hold " + std::to_string(report.changed));
+  }
+  if (failure.ok() && report.checksum != expected_target) {
+    failure = checksum_mismatch(who + ": after applying, the checksum is " + hex16(report.checksum) +
+                                " but the delta's target checksum is " + hex16(expected_target) +
+                                " (version " + std::to_string(h.target_version) +
+                                "); the changes were reverted");
+  }
+  if (!failure.ok()) {
+    for_chunks(o.pool, c0, c1, [&](uint32_t c) { applier.revert(c, outcomes[c - c0]); });
+    return failure;
+  }
+  return report;
+}
+
+}  // namespace weightcast

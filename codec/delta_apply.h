@@ -1,0 +1,50 @@
+// Applying a sparse delta record in place, with the guarantees of DESIGN §4:
+//
+//  * refuse: the destination's checksum must equal the record's base checksum, checked before
+//    any byte is written (a double-applied or wrong-base delta never touches memory);
+//  * verify: the checksum is updated incrementally as elements are written and must reach
+//    the record's target checksum (a delta shifted by one element fails here);
+//  * revert: on any failure after writing began (a target mismatch, a corrupt chunk) every
+//    chunk already applied is undone, so the destination holds its old bytes again.
+//
+// The destination may be strided (a slice of a packed parameter) and may cover only part of
+// the record's range (a shard); a part needs its own base and target checksums, which the
+// manifest carries per shard layout (DESIGN §3). Destination elements must not overlap.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "codec/delta_format.h"
+#include "codec/status.h"
+#include "codec/tensor_ref.h"
+
+namespace weightcast {
+
+class ThreadPool;
+
+struct ApplyOptions {
+  // C() of the destination's current contents over the elements it covers, when the caller
+  // tracks it (an engine knows it from its last verified apply). Otherwise apply computes it
+  // with one pass over the destination.
+  std::optional<uint64_t> current_checksum;
+  // Global flat index of the destination's first element; default: the record's range_offset.
+  std::optional<uint64_t> dest_first_element;
+  // Base and target checksums of the destination's part, required when it covers less than
+  // the record's range.
+  std::optional<uint64_t> part_base_checksum;
+  std::optional<uint64_t> part_target_checksum;
+  ThreadPool* pool = nullptr;
+};
+
+struct ApplyReport {
+  uint64_t changed = 0;    // elements written
+  uint64_t checksum = 0;   // C() of the destination's covered elements now (== target)
+};
+
+// Applies `record` into host memory `dest`. On error the destination is unchanged and the
+// message names the tensor, the chunk or the checksums involved.
+Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& dest,
+                                const ApplyOptions& options = {});
+
+}  // namespace weightcast

@@ -1,0 +1,64 @@
+#include "codec/delta_encoder.h"
+
+#include "codec/checksum.h"
+#include "codec/thread_pool.h"
+
+namespace weightcast {
+
+Result<EncodedDelta> encode_delta(std::span<const uint8_t> old_bytes,
+                                  std::span<const uint8_t> new_bytes, const EncodeOptions& o) {
+  const size_t es = dtype_size(o.dtype);
+  const std::string who = "tensor '" + o.name + "'";
+  if (old_bytes.size() != new_bytes.size()) {
+    return invalid_argument(who + ": old version has " + std::to_string(old_bytes.size()) +
+                            " bytes, new version " + std::to_string(new_bytes.size()));
+  }
+  if (old_bytes.size() % es != 0) {
+    return invalid_argument(who + ": " + std::to_string(old_bytes.size()) +
+                            " bytes is not a whole number of " + std::string(dtype_name(o.dtype)) +
+                            " elements");
+  }
+  EncodedDelta out;
+  DeltaRecordHeader& h = out.header;
+  h.name = o.name;
+  h.dtype = o.dtype;
+  h.chunk_elements = o.chunk_elements;
+  h.range_offset = o.range_offset;
+  h.range_elements = old_bytes.size() / es;
+  h.tensor_elements = o.tensor_elements != 0 ? o.tensor_elements : o.range_offset + h.range_elements;
+  h.base_version = o.base_version;
+  h.target_version = o.target_version;
+  RETURN_IF_ERROR(h.validate());
+
+  h.base_checksum = o.base_checksum.has_value()
+                        ? *o.base_checksum
+                        : checksum_range(old_bytes.data(), es, h.range_elements, h.range_offset, o.pool);
+  const uint32_t chunk_count = h.chunk_count();
+  std::vector<EncodedChunk> chunks(chunk_count);
+  auto encode_one = [&](size_t c) {
+    thread_local ChunkScratch scratch;
+    const uint64_t start = uint64_t{h.chunk_elements} * c;
+    encode_chunk(old_bytes.data() + start * es, new_bytes.data() + start * es,
+                 h.chunk_length(static_cast<uint32_t>(c)), es, h.range_offset + start,
+                 o.allowed_modes, scratch, &chunks[c]);
+  };
+  if (o.pool != nullptr) {
+    o.pool->parallel_for(chunk_count, encode_one);
+  } else {
+    for (size_t c = 0; c < chunk_count; ++c) encode_one(c);
+  }
+
+  uint64_t checksum = h.base_checksum;
+  std::vector<std::vector<uint8_t>> payloads(chunk_count);
+  for (uint32_t c = 0; c < chunk_count; ++c) {
+    h.changed += chunks[c].changed;
+    checksum += chunks[c].checksum_change;
+    ++out.chunks_by_mode[static_cast<size_t>(chunks[c].mode)];
+    payloads[c] = std::move(chunks[c].bytes);
+  }
+  h.target_checksum = checksum;
+  out.record = assemble_delta_record(h, payloads);
+  return out;
+}
+
+}  // namespace weightcast

@@ -1,0 +1,48 @@
+// Encoding a sparse delta record from two versions of a tensor (or of one element range).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codec/delta_chunk.h"
+#include "codec/delta_format.h"
+#include "codec/dtype.h"
+#include "codec/status.h"
+
+namespace weightcast {
+
+class ThreadPool;
+
+struct EncodeOptions {
+  std::string name;
+  DType dtype = DType::kBF16;
+  uint64_t base_version = 0;
+  uint64_t target_version = 1;
+  // The buffers hold elements [range_offset, range_offset + count) of a logical tensor of
+  // tensor_elements elements (0: the range is the whole tensor).
+  uint64_t range_offset = 0;
+  uint64_t tensor_elements = 0;
+  uint32_t chunk_elements = kDefaultChunkElements;
+  uint32_t allowed_modes = kAllowAllModes;
+  // C() of the old range when the caller tracks it (a publisher knows it from the previous
+  // version); otherwise the encoder computes it with one extra pass over `old`.
+  std::optional<uint64_t> base_checksum;
+  ThreadPool* pool = nullptr;  // chunks are encoded on it when given
+};
+
+struct EncodedDelta {
+  DeltaRecordHeader header;
+  std::vector<uint8_t> record;               // the record bytes, FORMATS.md
+  std::array<uint32_t, 5> chunks_by_mode{};  // indexed by ChunkMode
+};
+
+// old_bytes and new_bytes hold the same number of contiguous little-endian elements of
+// options.dtype (1-, 2- or 4-byte types). Errors name the tensor.
+Result<EncodedDelta> encode_delta(std::span<const uint8_t> old_bytes,
+                                  std::span<const uint8_t> new_bytes, const EncodeOptions& options);
+
+}  // namespace weightcast

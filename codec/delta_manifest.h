@@ -1,0 +1,17 @@
+// Describing delta records as the protobuf manifest messages of proto/ (delta_manifest.proto):
+// what `weightcast delta inspect` prints and what a step manifest stores per record.
+#pragma once
+
+#include "codec/delta_format.h"
+#include "codec/status.h"
+#include "weightcast/delta_manifest.pb.h"
+
+namespace weightcast {
+
+// Summarises a parsed record, including each chunk's mode, sizes and value width. Fails only
+// when a chunk header is malformed (the record was parsed without checking chunks).
+Result<proto::DeltaRecordInfo> describe_delta_record(const DeltaRecordView& record);
+
+proto::DType dtype_to_proto(DType dtype);
+
+}  // namespace weightcast

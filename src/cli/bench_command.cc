@@ -1,0 +1,51 @@
+// `weightcast bench delta`: the codec's size and speed on a synthetic Adam-bf16 update.
+#include <cstdio>
+#include <memory>
+
+#include "src/cli/commands.h"
+#include "src/delta_benchmark.h"
+
+namespace weightcast::cli {
+
+void register_bench_commands(CLI::App& app, int& exit_code) {
+  auto* bench = app.add_subcommand("bench", "Measure weightcast against its physical references");
+  bench->require_subcommand(1);
+  auto cfg = std::make_shared<DeltaBenchmarkConfig>();
+  auto json = std::make_shared<bool>(false);
+  auto* d = bench->add_subcommand(
+      "delta", "Encode/apply a synthetic bf16 update; times are best-of-N and compared with a memcmp of the same bytes");
+  d->add_option("--density", cfg->density, "Fraction of elements the step changes")->capture_default_str();
+  d->add_option("--elements", cfg->elements, "bf16 elements in the tensor")->capture_default_str();
+  d->add_option("--threads", cfg->threads, "Threads for encode and apply")->capture_default_str()->check(CLI::Range(1, 256));
+  d->add_option("--chunk-elements", cfg->chunk_elements, "Elements per chunk")->capture_default_str();
+  d->add_option("--repetitions", cfg->repetitions, "Runs per measurement (best is kept)")->capture_default_str()->check(CLI::Range(1, 100));
+  d->add_option("--seed", cfg->seed, "Seed of the synthetic weights")->capture_default_str();
+  d->add_flag("--json", *json, "Print one JSON object (default: a short summary)");
+  d->callback([cfg, json, &exit_code] {
+    auto r = run_delta_benchmark(*cfg);
+    if (!r.ok()) {
+      exit_code = report(r.status());
+      return;
+    }
+    const auto& j = *r;
+    if (*json) {
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("density %.4f (measured %.4f), %llu changed of %llu bf16 elements, threads %zu\n",
+                  j["density"].get<double>(), j["measured_density"].get<double>(),
+                  j["changed"].get<unsigned long long>(), j["elements"].get<unsigned long long>(),
+                  cfg->threads);
+      std::printf("size:   %.2f bits per change (an int32 index + bf16 value costs 48)\n",
+                  j["bits_per_change"].get<double>());
+      std::printf("encode: %.4f s = %.2fx memcmp (%.4f s); with base checksum pass %.2fx\n",
+                  j["encode_s"].get<double>(), j["encode_vs_memcmp"].get<double>(),
+                  j["memcmp_s"].get<double>(), j["encode_cold_vs_memcmp"].get<double>());
+      std::printf("apply:  %.4f s = %.2fx memcmp; with base checksum pass %.2fx\n",
+                  j["apply_s"].get<double>(), j["apply_vs_memcmp"].get<double>(),
+                  j["apply_cold_vs_memcmp"].get<double>());
+    }
+    exit_code = 0;
+  });
+}
+
+}  // namespace weightcast::cli

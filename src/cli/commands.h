@@ -1,0 +1,18 @@
+// The weightcast command line: each command group registers its subcommands on the app.
+// A command's callback stores its exit status in `exit_code` (0 ok, 1 refused or failed).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "codec/status.h"
+
+namespace weightcast::cli {
+
+void register_version_command(CLI::App& app, int& exit_code);
+void register_delta_commands(CLI::App& app, int& exit_code);
+void register_bench_commands(CLI::App& app, int& exit_code);
+
+// Prints "weightcast: error: <status>" to stderr and returns 1 (0 when ok).
+int report(const Status& status);
+
+}  // namespace weightcast::cli
