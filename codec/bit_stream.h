@@ -14,18 +14,25 @@ namespace weightcast {
 
 class BitWriter {
  public:
-  explicit BitWriter(std::vector<uint8_t>* out) : out_(out) {}
+  // Appends at most `max_bits` bits to `out`; the space is reserved once, up front, so that
+  // each put is a shift and an occasional 4-byte store. flush() (or the destructor) trims
+  // `out` to the bytes actually written.
+  BitWriter(std::vector<uint8_t>* out, uint64_t max_bits) : out_(out), start_(out->size()) {
+    out_->resize(start_ + static_cast<size_t>((max_bits + 7) / 8) + 8);
+    pos_ = start_;
+  }
   ~BitWriter() { flush(); }
   BitWriter(const BitWriter&) = delete;
   BitWriter& operator=(const BitWriter&) = delete;
 
   // Appends the low `bits` (0..32) bits of `value`.
   void put(uint32_t value, unsigned bits) {
-    if (bits == 0) return;
     acc_ |= static_cast<uint64_t>(value & mask(bits)) << fill_;
     fill_ += bits;
     if (fill_ >= 32) {
-      emit32(static_cast<uint32_t>(acc_));
+      const auto word = static_cast<uint32_t>(acc_);
+      std::memcpy(out_->data() + pos_, &word, 4);
+      pos_ += 4;
       acc_ >>= 32;
       fill_ -= 32;
     }
@@ -41,21 +48,19 @@ class BitWriter {
   // Pads with zero bits to a byte boundary and writes out what is buffered.
   void flush() {
     while (fill_ > 0) {
-      out_->push_back(static_cast<uint8_t>(acc_));
+      (*out_)[pos_++] = static_cast<uint8_t>(acc_);
       acc_ >>= 8;
       fill_ = fill_ > 8 ? fill_ - 8 : 0;
     }
     acc_ = 0;
+    out_->resize(pos_);
   }
   static uint32_t mask(unsigned bits) { return bits >= 32 ? 0xFFFFFFFFu : (1u << bits) - 1; }
 
  private:
-  void emit32(uint32_t v) {
-    const size_t at = out_->size();
-    out_->resize(at + 4);
-    std::memcpy(out_->data() + at, &v, 4);
-  }
   std::vector<uint8_t>* out_;
+  size_t start_;
+  size_t pos_;
   uint64_t acc_ = 0;
   unsigned fill_ = 0;
 };

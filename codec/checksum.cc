@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "codec/checksum_avx2.h"
 #include "codec/cpu_dispatch.h"
 #include "codec/thread_pool.h"
 
@@ -46,10 +47,14 @@ uint64_t checksum_serial(const uint8_t* data, size_t elem_size, uint64_t count,
     const auto n = static_cast<uint32_t>(std::min(kBlock, count - start));
     uint64_t s = 0, w = 0;
     const uint8_t* p = data + start * elem_size;
-    switch (elem_size) {
-      case 1: block_sums<uint8_t>(p, n, &s, &w); break;
-      case 2: block_sums<uint16_t>(p, n, &s, &w); break;
-      default: block_sums<uint32_t>(p, n, &s, &w); break;
+    if (cpu_has_avx2()) {
+      checksum_block_avx2(p, n, elem_size, &s, &w);
+    } else {
+      switch (elem_size) {
+        case 1: block_sums<uint8_t>(p, n, &s, &w); break;
+        case 2: block_sums<uint16_t>(p, n, &s, &w); break;
+        default: block_sums<uint32_t>(p, n, &s, &w); break;
+      }
     }
     c += (first_index + start) * s + w;
   }

@@ -3,9 +3,26 @@
 // machine therefore runs at full speed on the GPU hosts and still runs on older CPUs.
 #pragma once
 
+#include <cstdlib>
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
     !defined(__SANITIZE_ADDRESS__) && !defined(WEIGHTCAST_NO_CLONES)
 #define WEIGHTCAST_HOT_LOOP __attribute__((target_clones("avx2", "default")))
 #else
 #define WEIGHTCAST_HOT_LOOP
 #endif
+
+namespace weightcast {
+
+// Whether hand-written AVX2 kernels may run on this CPU (asked once). Setting the environment
+// variable WEIGHTCAST_NO_AVX2 forces the portable kernels, so tests cover both.
+inline bool cpu_has_avx2() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool has = __builtin_cpu_supports("avx2") && std::getenv("WEIGHTCAST_NO_AVX2") == nullptr;
+  return has;
+#else
+  return false;
+#endif
+}
+
+}  // namespace weightcast

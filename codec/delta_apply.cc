@@ -6,6 +6,7 @@
 
 #include "codec/checksum.h"
 #include "codec/delta_chunk.h"
+#include "codec/delta_kernels.h"
 #include "codec/hex.h"
 #include "codec/thread_pool.h"
 #include "codec/value_packing.h"
@@ -70,6 +71,27 @@ class ChunkApplier {
       }
       return;
     }
+    if (addr_.contiguous()) {
+      const int64_t first_pos = static_cast<int64_t>(dest_first_) - static_cast<int64_t>(start);
+      const uint64_t count = dest_end_ - dest_first_;
+      const uint32_t* pos = chunk.positions.data();
+      const uint32_t* val = chunk.values.data();
+      switch (es_) {
+        case 1:
+          out->checksum_change = kernels::apply_values<uint8_t>(base_, pos, val, chunk.changed,
+                                                                first_pos, count, start, &out->changed);
+          break;
+        case 2:
+          out->checksum_change = kernels::apply_values<uint16_t>(base_, pos, val, chunk.changed,
+                                                                 first_pos, count, start, &out->changed);
+          break;
+        default:
+          out->checksum_change = kernels::apply_values<uint32_t>(base_, pos, val, chunk.changed,
+                                                                 first_pos, count, start, &out->changed);
+          break;
+      }
+      return;
+    }
     for (uint32_t k = 0; k < chunk.changed; ++k) {
       write(start + chunk.positions[k], chunk.positions[k], diff_from_value(chunk.values[k], w_),
             /*is_diff=*/true, out);
@@ -89,6 +111,18 @@ class ChunkApplier {
     thread_local DecodedChunk chunk;
     // The chunk decoded cleanly moments ago from the same immutable bytes.
     if (!decode_chunk(rec_.chunks[c], h_.chunk_length(c), es_, &chunk, "revert").ok()) return;
+    if (addr_.contiguous()) {
+      const int64_t first_pos = static_cast<int64_t>(dest_first_) - static_cast<int64_t>(start);
+      const uint64_t count = dest_end_ - dest_first_;
+      const uint32_t* pos = chunk.positions.data();
+      const uint32_t* val = chunk.values.data();
+      switch (es_) {
+        case 1: kernels::revert_values<uint8_t>(base_, pos, val, chunk.changed, first_pos, count); break;
+        case 2: kernels::revert_values<uint16_t>(base_, pos, val, chunk.changed, first_pos, count); break;
+        default: kernels::revert_values<uint32_t>(base_, pos, val, chunk.changed, first_pos, count); break;
+      }
+      return;
+    }
     for (uint32_t k = 0; k < chunk.changed; ++k) {
       const uint64_t g = start + chunk.positions[k];
       if (g < dest_first_ || g >= dest_end_) continue;

@@ -5,18 +5,12 @@
 
 #include "codec/byte_io.h"
 #include "codec/change_scan.h"
-#include "codec/checksum.h"
+#include "codec/delta_kernels.h"
 #include "codec/position_codecs.h"
 #include "codec/value_packing.h"
 
 namespace weightcast {
 namespace {
-
-inline uint32_t load_bits(const uint8_t* p, size_t es) {
-  uint32_t v = 0;
-  std::memcpy(&v, p, es);
-  return v;
-}
 
 void put_chunk_header(std::vector<uint8_t>* out, ChunkMode mode, unsigned value_bits,
                       unsigned rice_k, uint32_t changed, size_t positions_bytes) {
@@ -43,15 +37,21 @@ void encode_chunk(const uint8_t* old_bytes, const uint8_t* new_bytes, uint32_t l
   const std::span<const uint32_t> positions(scratch.positions.data(), n);
   const auto w = static_cast<unsigned>(es * 8);
   scratch.values.resize(n);
-  uint64_t checksum = 0;
-  for (uint32_t k = 0; k < n; ++k) {
-    const uint32_t p = positions[k];
-    const uint32_t o = load_bits(old_bytes + size_t{p} * es, es);
-    const uint32_t v = load_bits(new_bytes + size_t{p} * es, es);
-    scratch.values[k] = value_from_diff(v - o, w);
-    checksum += checksum_change(global_first + p, o, v, es);
+  uint32_t* values = scratch.values.data();
+  switch (es) {
+    case 1:
+      out->checksum_change = kernels::encode_values<uint8_t>(old_bytes, new_bytes, positions.data(),
+                                                             n, global_first, values);
+      break;
+    case 2:
+      out->checksum_change = kernels::encode_values<uint16_t>(old_bytes, new_bytes, positions.data(),
+                                                              n, global_first, values);
+      break;
+    default:
+      out->checksum_change = kernels::encode_values<uint32_t>(old_bytes, new_bytes, positions.data(),
+                                                              n, global_first, values);
+      break;
   }
-  out->checksum_change = checksum;
 
   const ValuePackingPlan vplan = plan_value_packing(scratch.values, w);
   const RicePlan rice = plan_rice_gaps(positions);
@@ -63,7 +63,12 @@ void encode_chunk(const uint8_t* old_bytes, const uint8_t* new_bytes, uint32_t l
   };
   const Candidate candidates[] = {
       {ChunkMode::kGapsRice, kAllowRice, rice.bytes, true},
-      {ChunkMode::kGapsStreamVByte, kAllowStreamVByte, streamvbyte_gaps_size(positions), true},
+      // Stream VByte needs at least 10 bits per gap; size it only when that could win.
+      {ChunkMode::kGapsStreamVByte, kAllowStreamVByte,
+       (allowed_modes & kAllowRice) != 0 && rice.bytes <= size_t{n} + n / 4
+           ? SIZE_MAX / 2
+           : streamvbyte_gaps_size(positions),
+       true},
       {ChunkMode::kBitmap, kAllowBitmap, bitmap_size(length), true},
       {ChunkMode::kRaw, kAllowRaw, size_t{length} * es, false},
   };

@@ -30,17 +30,21 @@ Result<EncodedDelta> encode_delta(std::span<const uint8_t> old_bytes,
   h.target_version = o.target_version;
   RETURN_IF_ERROR(h.validate());
 
-  h.base_checksum = o.base_checksum.has_value()
-                        ? *o.base_checksum
-                        : checksum_range(old_bytes.data(), es, h.range_elements, h.range_offset, o.pool);
   const uint32_t chunk_count = h.chunk_count();
   std::vector<EncodedChunk> chunks(chunk_count);
+  // Without a tracked base checksum, each chunk's part is computed right after its scan,
+  // while its old bytes are still in cache: no second pass over memory.
+  const bool compute_base = !o.base_checksum.has_value();
+  std::vector<uint64_t> base_parts(compute_base ? chunk_count : 0);
   auto encode_one = [&](size_t c) {
     thread_local ChunkScratch scratch;
     const uint64_t start = uint64_t{h.chunk_elements} * c;
-    encode_chunk(old_bytes.data() + start * es, new_bytes.data() + start * es,
-                 h.chunk_length(static_cast<uint32_t>(c)), es, h.range_offset + start,
-                 o.allowed_modes, scratch, &chunks[c]);
+    const uint32_t length = h.chunk_length(static_cast<uint32_t>(c));
+    encode_chunk(old_bytes.data() + start * es, new_bytes.data() + start * es, length, es,
+                 h.range_offset + start, o.allowed_modes, scratch, &chunks[c]);
+    if (compute_base) {
+      base_parts[c] = checksum_range(old_bytes.data() + start * es, es, length, h.range_offset + start);
+    }
   };
   if (o.pool != nullptr) {
     o.pool->parallel_for(chunk_count, encode_one);
@@ -48,6 +52,12 @@ Result<EncodedDelta> encode_delta(std::span<const uint8_t> old_bytes,
     for (size_t c = 0; c < chunk_count; ++c) encode_one(c);
   }
 
+  if (compute_base) {
+    h.base_checksum = 0;
+    for (uint64_t part : base_parts) h.base_checksum += part;
+  } else {
+    h.base_checksum = *o.base_checksum;
+  }
   uint64_t checksum = h.base_checksum;
   std::vector<std::vector<uint8_t>> payloads(chunk_count);
   for (uint32_t c = 0; c < chunk_count; ++c) {

@@ -74,21 +74,34 @@ RicePlan plan_rice_gaps(std::span<const uint32_t> positions) {
   const uint64_t gap_sum = positions.back() + 1 - n;
   const uint64_t mean = gap_sum / n;
   const unsigned k0 = mean == 0 ? 0 : 63u - static_cast<unsigned>(__builtin_clzll(mean));
+  // The optimum lies next to log2(mean gap); the three candidates are sized in one pass.
+  const unsigned lo = std::min(k0 == 0 ? 0u : k0 - 1, kMaxRiceK - 2);
+  uint64_t q[3] = {0, 0, 0};
+  for_each_gap(positions, [&](uint32_t g) {
+    q[0] += g >> lo;
+    q[1] += g >> (lo + 1);
+    q[2] += g >> (lo + 2);
+  });
   RicePlan best{0, SIZE_MAX};
-  for (unsigned k = k0 == 0 ? 0 : k0 - 1; k <= std::min(k0 + 1, kMaxRiceK); ++k) {
-    uint64_t bits = n * (k + 1);
-    for_each_gap(positions, [&](uint32_t g) { bits += g >> k; });
-    const size_t bytes = static_cast<size_t>((bits + 7) / 8);
-    if (bytes < best.bytes) best = {k, bytes};
+  for (unsigned i = 0; i < 3; ++i) {
+    const size_t bytes = static_cast<size_t>((q[i] + n * (lo + i + 1) + 7) / 8);
+    if (bytes < best.bytes) best = {lo + i, bytes};
   }
   return best;
 }
 
 void encode_rice_gaps(std::span<const uint32_t> positions, unsigned k, std::vector<uint8_t>* out) {
-  BitWriter w(out);
+  uint64_t bits = positions.size() * (uint64_t{k} + 1);
+  for_each_gap(positions, [&](uint32_t g) { bits += g >> k; });
+  BitWriter w(out, bits);
   for_each_gap(positions, [&](uint32_t g) {
-    w.put_unary(g >> k);
-    w.put(g & BitWriter::mask(k), k);
+    const uint32_t q = g >> k;
+    if (q + 1 + k < 32) {  // the common case: one put for the whole code
+      w.put((((1u << q) - 1)) | ((g & BitWriter::mask(k)) << (q + 1)), q + 1 + k);
+    } else {
+      w.put_unary(q);
+      w.put(g & BitWriter::mask(k), k);
+    }
   });
 }
 

@@ -40,19 +40,20 @@ void pack_values(std::span<const uint32_t> values, unsigned w, const ValuePackin
   append_le<uint32_t>(out, plan.exceptions);
   const unsigned b = plan.bits;
   const uint32_t low_mask = BitWriter::mask(b);
+  const uint64_t n = values.size();
   {
-    BitWriter low(out);
+    BitWriter low(out, n * b);
     for (uint32_t v : values) low.put(v & low_mask, b);
   }
   if (plan.exceptions == 0) return;
   const unsigned iw = index_bits(static_cast<uint32_t>(values.size()));
   {
-    BitWriter idx(out);
+    BitWriter idx(out, uint64_t{plan.exceptions} * iw);
     for (uint32_t i = 0; i < values.size(); ++i) {
       if (b < 32 && (values[i] >> b) != 0) idx.put(i, iw);
     }
   }
-  BitWriter high(out);
+  BitWriter high(out, uint64_t{plan.exceptions} * (w - b));
   for (uint32_t v : values) {
     if (b < 32 && (v >> b) != 0) high.put(v >> b, w - b);
   }

@@ -1,0 +1,92 @@
+// The per-change inner loops of encode and apply, specialised per element type so that
+// element loads and stores are single instructions (a memcpy of a run-time size would be a
+// library call per change), with the running sums kept in registers.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "codec/checksum.h"
+#include "codec/value_packing.h"
+
+namespace weightcast::kernels {
+
+template <typename U>
+inline U load(const uint8_t* p) {
+  U v;
+  std::memcpy(&v, p, sizeof(U));
+  return v;
+}
+template <typename U>
+inline void store(uint8_t* p, U v) {
+  std::memcpy(p, &v, sizeof(U));
+}
+template <typename U>
+inline uint64_t change_term(uint64_t global, U old_bits, U new_bits) {
+  return (global + 1) * (uint64_t{checksum_fmix32(uint32_t{new_bits} ^ kChecksumSeed32)} -
+                         uint64_t{checksum_fmix32(uint32_t{old_bits} ^ kChecksumSeed32)});
+}
+
+// values[k] = zigzag(new - old) - 1 at each changed position; returns the checksum change.
+template <typename U>
+uint64_t encode_values(const uint8_t* old_bytes, const uint8_t* new_bytes,
+                       const uint32_t* positions, uint32_t n, uint64_t global_first,
+                       uint32_t* values) {
+  constexpr unsigned w = sizeof(U) * 8;
+  uint64_t sum = 0;
+  for (uint32_t k = 0; k < n; ++k) {
+    const size_t at = size_t{positions[k]} * sizeof(U);
+    const U o = load<U>(old_bytes + at);
+    const U v = load<U>(new_bytes + at);
+    values[k] = value_from_diff(static_cast<uint32_t>(static_cast<U>(v - o)), w);
+    sum += change_term<U>(global_first + positions[k], o, v);
+  }
+  return sum;
+}
+
+// Adds the decoded differences into a contiguous destination whose element 0 has chunk
+// position `first_pos` (positions outside [first_pos, first_pos + count) are skipped; a shard
+// sees only its part). Returns the checksum change; `applied` counts written elements.
+// Destination lines are prefetched a few changes ahead: after a large copy they are rarely in
+// cache, and the misses would otherwise be taken one at a time.
+template <typename U>
+uint64_t apply_values(uint8_t* dest, const uint32_t* positions, const uint32_t* values,
+                      uint32_t n, int64_t first_pos, uint64_t count, uint64_t chunk_global,
+                      uint64_t* applied) {
+  constexpr unsigned w = sizeof(U) * 8;
+  constexpr uint32_t kAhead = 16;
+  uint64_t sum = 0, written = 0;
+  for (uint32_t k = 0; k < n; ++k) {
+    if (k + kAhead < n) {
+      const int64_t ahead = int64_t{positions[k + kAhead]} - first_pos;
+      if (ahead >= 0 && static_cast<uint64_t>(ahead) < count) {
+        __builtin_prefetch(dest + ahead * static_cast<int64_t>(sizeof(U)), 1);
+      }
+    }
+    const int64_t idx = int64_t{positions[k]} - first_pos;
+    if (idx < 0 || static_cast<uint64_t>(idx) >= count) continue;
+    uint8_t* p = dest + idx * static_cast<int64_t>(sizeof(U));
+    const U o = load<U>(p);
+    const U v = static_cast<U>(o + static_cast<U>(diff_from_value(values[k], w)));
+    store<U>(p, v);
+    sum += change_term<U>(chunk_global + positions[k], o, v);
+    ++written;
+  }
+  *applied += written;
+  return sum;
+}
+
+// Undoes apply_values.
+template <typename U>
+void revert_values(uint8_t* dest, const uint32_t* positions, const uint32_t* values, uint32_t n,
+                   int64_t first_pos, uint64_t count) {
+  constexpr unsigned w = sizeof(U) * 8;
+  for (uint32_t k = 0; k < n; ++k) {
+    const int64_t idx = int64_t{positions[k]} - first_pos;
+    if (idx < 0 || static_cast<uint64_t>(idx) >= count) continue;
+    uint8_t* p = dest + idx * static_cast<int64_t>(sizeof(U));
+    store<U>(p, static_cast<U>(load<U>(p) - static_cast<U>(diff_from_value(values[k], w))));
+  }
+}
+
+}  // namespace weightcast::kernels
