@@ -1,5 +1,6 @@
 // Micro-benchmarks of the codec's inner pieces, each next to its memory reference (memcmp of
-// the same bytes) so ratios survive noisy shared machines. Headline figures: bench/run_delta_bench.sh.
+// the same bytes) so ratios survive noisy shared machines. Headline figures:
+// bench/run_delta_bench.sh.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -44,7 +45,8 @@ void BM_ScanChanges(benchmark::State& state) {
   for (auto _ : state) {
     uint64_t total = 0;
     for (size_t c = 0; c < kElements; c += 1u << 16) {
-      total += weightcast::scan_changes(a.data() + 2 * c, b.data() + 2 * c, 1u << 16, 2, positions.data());
+      total += weightcast::scan_changes(a.data() + 2 * c, b.data() + 2 * c, 1u << 16, 2,
+                                        positions.data());
     }
     benchmark::DoNotOptimize(total);
   }
@@ -54,7 +56,8 @@ BENCHMARK(BM_ScanChanges)->Unit(benchmark::kMillisecond);
 
 void BM_Checksum(benchmark::State& state) {
   const auto& a = buffer(0);
-  for (auto _ : state) benchmark::DoNotOptimize(weightcast::checksum_range(a.data(), 2, kElements, 0));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(weightcast::checksum_range(a.data(), 2, kElements, 0));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * a.size()));
 }
 BENCHMARK(BM_Checksum)->Unit(benchmark::kMillisecond);
@@ -72,13 +75,16 @@ void BM_RiceVsStreamVByteGaps(benchmark::State& state) {
     if (rice) {
       const auto plan = weightcast::plan_rice_gaps(positions);
       weightcast::encode_rice_gaps(positions, plan.k, &out);
-      (void)weightcast::decode_rice_gaps(out, static_cast<uint32_t>(positions.size()), plan.k, 1u << 16, &back, "bench");
+      (void)weightcast::decode_rice_gaps(out, static_cast<uint32_t>(positions.size()), plan.k,
+                                         1u << 16, &back, "bench");
     } else {
       weightcast::encode_streamvbyte_gaps(positions, &out);
-      (void)weightcast::decode_streamvbyte_gaps(out, static_cast<uint32_t>(positions.size()), 1u << 16, &back, "bench");
+      (void)weightcast::decode_streamvbyte_gaps(out, static_cast<uint32_t>(positions.size()),
+                                                1u << 16, &back, "bench");
     }
   }
-  state.counters["bits_per_gap"] = 8.0 * static_cast<double>(out.size()) / static_cast<double>(positions.size());
+  state.counters["bits_per_gap"] =
+      8.0 * static_cast<double>(out.size()) / static_cast<double>(positions.size());
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * positions.size()));
 }
 BENCHMARK(BM_RiceVsStreamVByteGaps)->Arg(0)->Arg(1)->ArgNames({"rice"});

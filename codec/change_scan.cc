@@ -42,9 +42,12 @@ uint32_t scan_typed(const uint8_t* __restrict a, const uint8_t* __restrict b, ui
       const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pa + 16 * q));
       const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + 16 * q));
       __m128i eq;
-      if constexpr (sizeof(U) == 1) eq = _mm_cmpeq_epi8(x, y);
-      else if constexpr (sizeof(U) == 2) eq = _mm_cmpeq_epi16(x, y);
-      else eq = _mm_cmpeq_epi32(x, y);
+      if constexpr (sizeof(U) == 1)
+        eq = _mm_cmpeq_epi8(x, y);
+      else if constexpr (sizeof(U) == 2)
+        eq = _mm_cmpeq_epi16(x, y);
+      else
+        eq = _mm_cmpeq_epi32(x, y);
       equal |= static_cast<uint64_t>(static_cast<uint32_t>(_mm_movemask_epi8(eq))) << (16 * q);
     }
     uint64_t changed = ~equal & kLaneBits<U>;
@@ -60,7 +63,6 @@ uint32_t scan_typed(const uint8_t* __restrict a, const uint8_t* __restrict b, ui
   }
   return count;
 }
-
 
 #if defined(__x86_64__)
 // The AVX2 variant of the loop above: 64 bytes are two 32-byte compares. Both streams are
@@ -95,7 +97,8 @@ __attribute__((target("avx2"))) uint32_t scan_avx2(const uint8_t* __restrict a,
     }
     if (_mm256_testc_si256(_mm256_and_si256(e0, e1), _mm256_set1_epi8(-1))) continue;
     const uint64_t equal = static_cast<uint64_t>(static_cast<uint32_t>(_mm256_movemask_epi8(e0))) |
-                           static_cast<uint64_t>(static_cast<uint32_t>(_mm256_movemask_epi8(e1))) << 32;
+                           static_cast<uint64_t>(static_cast<uint32_t>(_mm256_movemask_epi8(e1)))
+                               << 32;
     uint64_t changed = ~equal & kLaneBits<U>;
     while (changed != 0) {
       positions[count++] = j + static_cast<uint32_t>(__builtin_ctzll(changed)) / sizeof(U);
@@ -114,16 +117,22 @@ uint32_t scan_changes(const uint8_t* old_bytes, const uint8_t* new_bytes, uint32
 #if defined(__x86_64__)
   if (cpu_has_avx2()) {
     switch (elem_size) {
-      case 1: return scan_avx2<uint8_t>(old_bytes, new_bytes, n, positions);
-      case 2: return scan_avx2<uint16_t>(old_bytes, new_bytes, n, positions);
-      default: return scan_avx2<uint32_t>(old_bytes, new_bytes, n, positions);
+      case 1:
+        return scan_avx2<uint8_t>(old_bytes, new_bytes, n, positions);
+      case 2:
+        return scan_avx2<uint16_t>(old_bytes, new_bytes, n, positions);
+      default:
+        return scan_avx2<uint32_t>(old_bytes, new_bytes, n, positions);
     }
   }
 #endif
   switch (elem_size) {
-    case 1: return scan_typed<uint8_t>(old_bytes, new_bytes, n, positions);
-    case 2: return scan_typed<uint16_t>(old_bytes, new_bytes, n, positions);
-    default: return scan_typed<uint32_t>(old_bytes, new_bytes, n, positions);
+    case 1:
+      return scan_typed<uint8_t>(old_bytes, new_bytes, n, positions);
+    case 2:
+      return scan_typed<uint16_t>(old_bytes, new_bytes, n, positions);
+    default:
+      return scan_typed<uint32_t>(old_bytes, new_bytes, n, positions);
   }
 }
 

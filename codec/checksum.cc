@@ -18,8 +18,7 @@ namespace {
 constexpr uint64_t kBlock = 1u << 20;
 
 template <typename U>
-WEIGHTCAST_HOT_LOOP void block_sums(const uint8_t* __restrict p, uint32_t n, uint64_t* s_out,
-                                    uint64_t* w_out) {
+void block_sums(const uint8_t* __restrict p, uint32_t n, uint64_t* s_out, uint64_t* w_out) {
   uint64_t s = 0, w = 0;
   for (uint32_t j = 0; j < n; ++j) {
     U bits;
@@ -51,9 +50,15 @@ uint64_t checksum_serial(const uint8_t* data, size_t elem_size, uint64_t count,
       checksum_block_avx2(p, n, elem_size, &s, &w);
     } else {
       switch (elem_size) {
-        case 1: block_sums<uint8_t>(p, n, &s, &w); break;
-        case 2: block_sums<uint16_t>(p, n, &s, &w); break;
-        default: block_sums<uint32_t>(p, n, &s, &w); break;
+        case 1:
+          block_sums<uint8_t>(p, n, &s, &w);
+          break;
+        case 2:
+          block_sums<uint16_t>(p, n, &s, &w);
+          break;
+        default:
+          block_sums<uint32_t>(p, n, &s, &w);
+          break;
       }
     }
     c += (first_index + start) * s + w;
@@ -89,7 +94,8 @@ Result<uint64_t> checksum_view(const TensorRef& view, uint64_t first_index, Thre
                             "': checksum_view needs host memory, got CUDA memory");
   }
   const size_t es = view.element_size();
-  if (view.is_contiguous()) return checksum_range(view.first_byte(), es, view.numel(), first_index, pool);
+  if (view.is_contiguous())
+    return checksum_range(view.first_byte(), es, view.numel(), first_index, pool);
   const ElementAddresser addr(view);
   const uint8_t* base = view.first_byte();
   uint64_t c = 0;

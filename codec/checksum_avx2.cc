@@ -68,12 +68,17 @@ __attribute__((target("avx2"))) void sums(const uint8_t* p, uint32_t n, uint64_t
 
 }  // namespace
 
-void checksum_block_avx2(const uint8_t* p, uint32_t n, size_t elem_size, uint64_t* s,
-                         uint64_t* w) {
+void checksum_block_avx2(const uint8_t* p, uint32_t n, size_t elem_size, uint64_t* s, uint64_t* w) {
   switch (elem_size) {
-    case 1: sums<1>(p, n, s, w); break;
-    case 2: sums<2>(p, n, s, w); break;
-    default: sums<4>(p, n, s, w); break;
+    case 1:
+      sums<1>(p, n, s, w);
+      break;
+    case 2:
+      sums<2>(p, n, s, w);
+      break;
+    default:
+      sums<4>(p, n, s, w);
+      break;
   }
 }
 

@@ -5,8 +5,18 @@
 
 #include <cstdlib>
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WEIGHTCAST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define WEIGHTCAST_ASAN 1
+#endif
+
+// Sanitizer builds skip the clones: ifunc resolvers run before the sanitizer runtime is up.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(WEIGHTCAST_NO_CLONES)
+    !defined(WEIGHTCAST_ASAN) && !defined(WEIGHTCAST_NO_CLONES)
 #define WEIGHTCAST_HOT_LOOP __attribute__((target_clones("avx2", "default")))
 #else
 #define WEIGHTCAST_HOT_LOOP
@@ -18,7 +28,8 @@ namespace weightcast {
 // variable WEIGHTCAST_NO_AVX2 forces the portable kernels, so tests cover both.
 inline bool cpu_has_avx2() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static const bool has = __builtin_cpu_supports("avx2") && std::getenv("WEIGHTCAST_NO_AVX2") == nullptr;
+  static const bool has =
+      __builtin_cpu_supports("avx2") && std::getenv("WEIGHTCAST_NO_AVX2") == nullptr;
   return has;
 #else
   return false;

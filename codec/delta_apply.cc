@@ -66,8 +66,9 @@ class ChunkApplier {
       }
       const bool whole_chunk = start >= dest_first_ && start + len <= dest_end_;
       if (whole_chunk && out->changed != chunk.changed) {
-        out->status = data_loss(where + ": raw chunk claims " + std::to_string(chunk.changed) +
-                                " changes but " + std::to_string(out->changed) + " elements differ");
+        out->status =
+            data_loss(where + ": raw chunk claims " + std::to_string(chunk.changed) +
+                      " changes but " + std::to_string(out->changed) + " elements differ");
       }
       return;
     }
@@ -78,16 +79,16 @@ class ChunkApplier {
       const uint32_t* val = chunk.values.data();
       switch (es_) {
         case 1:
-          out->checksum_change = kernels::apply_values<uint8_t>(base_, pos, val, chunk.changed,
-                                                                first_pos, count, start, &out->changed);
+          out->checksum_change = kernels::apply_values<uint8_t>(
+              base_, pos, val, chunk.changed, first_pos, count, start, &out->changed);
           break;
         case 2:
-          out->checksum_change = kernels::apply_values<uint16_t>(base_, pos, val, chunk.changed,
-                                                                 first_pos, count, start, &out->changed);
+          out->checksum_change = kernels::apply_values<uint16_t>(
+              base_, pos, val, chunk.changed, first_pos, count, start, &out->changed);
           break;
         default:
-          out->checksum_change = kernels::apply_values<uint32_t>(base_, pos, val, chunk.changed,
-                                                                 first_pos, count, start, &out->changed);
+          out->checksum_change = kernels::apply_values<uint32_t>(
+              base_, pos, val, chunk.changed, first_pos, count, start, &out->changed);
           break;
       }
       return;
@@ -117,9 +118,15 @@ class ChunkApplier {
       const uint32_t* pos = chunk.positions.data();
       const uint32_t* val = chunk.values.data();
       switch (es_) {
-        case 1: kernels::revert_values<uint8_t>(base_, pos, val, chunk.changed, first_pos, count); break;
-        case 2: kernels::revert_values<uint16_t>(base_, pos, val, chunk.changed, first_pos, count); break;
-        default: kernels::revert_values<uint32_t>(base_, pos, val, chunk.changed, first_pos, count); break;
+        case 1:
+          kernels::revert_values<uint8_t>(base_, pos, val, chunk.changed, first_pos, count);
+          break;
+        case 2:
+          kernels::revert_values<uint16_t>(base_, pos, val, chunk.changed, first_pos, count);
+          break;
+        default:
+          kernels::revert_values<uint32_t>(base_, pos, val, chunk.changed, first_pos, count);
+          break;
       }
       return;
     }
@@ -197,7 +204,8 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
   if (first < h.range_offset || first > range_end || count > range_end - first) {
     return invalid_argument(who + ": destination covers elements [" + std::to_string(first) + ", " +
                             std::to_string(first + count) + ") but the delta covers [" +
-                            std::to_string(h.range_offset) + ", " + std::to_string(range_end) + ")");
+                            std::to_string(h.range_offset) + ", " + std::to_string(range_end) +
+                            ")");
   }
   const bool whole = first == h.range_offset && count == h.range_elements;
   if (!whole && (!o.part_base_checksum || !o.part_target_checksum)) {
@@ -240,10 +248,10 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
                         " changed elements but its chunks hold " + std::to_string(report.changed));
   }
   if (failure.ok() && report.checksum != expected_target) {
-    failure = checksum_mismatch(who + ": after applying, the checksum is " + hex16(report.checksum) +
-                                " but the delta's target checksum is " + hex16(expected_target) +
-                                " (version " + std::to_string(h.target_version) +
-                                "); the changes were reverted");
+    failure = checksum_mismatch(who + ": after applying, the checksum is " +
+                                hex16(report.checksum) + " but the delta's target checksum is " +
+                                hex16(expected_target) + " (version " +
+                                std::to_string(h.target_version) + "); the changes were reverted");
   }
   if (!failure.ok()) {
     for_chunks(o.pool, c0, c1, [&](uint32_t c) { applier.revert(c, outcomes[c - c0]); });

@@ -38,8 +38,8 @@ struct ApplyOptions {
 };
 
 struct ApplyReport {
-  uint64_t changed = 0;    // elements written
-  uint64_t checksum = 0;   // C() of the destination's covered elements now (== target)
+  uint64_t changed = 0;   // elements written
+  uint64_t checksum = 0;  // C() of the destination's covered elements now (== target)
 };
 
 // Applies `record` into host memory `dest`. On error the destination is unchanged and the

@@ -24,9 +24,9 @@ void put_chunk_header(std::vector<uint8_t>* out, ChunkMode mode, unsigned value_
 
 }  // namespace
 
-void encode_chunk(const uint8_t* old_bytes, const uint8_t* new_bytes, uint32_t length,
-                  size_t es, uint64_t global_first, uint32_t allowed_modes,
-                  ChunkScratch& scratch, EncodedChunk* out) {
+void encode_chunk(const uint8_t* old_bytes, const uint8_t* new_bytes, uint32_t length, size_t es,
+                  uint64_t global_first, uint32_t allowed_modes, ChunkScratch& scratch,
+                  EncodedChunk* out) {
   out->bytes.clear();
   scratch.positions.resize(length);
   const uint32_t n = scan_changes(old_bytes, new_bytes, length, es, scratch.positions.data());
@@ -44,12 +44,12 @@ void encode_chunk(const uint8_t* old_bytes, const uint8_t* new_bytes, uint32_t l
                                                              n, global_first, values);
       break;
     case 2:
-      out->checksum_change = kernels::encode_values<uint16_t>(old_bytes, new_bytes, positions.data(),
-                                                              n, global_first, values);
+      out->checksum_change = kernels::encode_values<uint16_t>(
+          old_bytes, new_bytes, positions.data(), n, global_first, values);
       break;
     default:
-      out->checksum_change = kernels::encode_values<uint32_t>(old_bytes, new_bytes, positions.data(),
-                                                              n, global_first, values);
+      out->checksum_change = kernels::encode_values<uint32_t>(
+          old_bytes, new_bytes, positions.data(), n, global_first, values);
       break;
   }
 
@@ -88,9 +88,15 @@ void encode_chunk(const uint8_t* old_bytes, const uint8_t* new_bytes, uint32_t l
   put_chunk_header(&out->bytes, best->mode, best->has_values ? vplan.bits : 0,
                    best->mode == ChunkMode::kGapsRice ? rice.k : 0, n, best->positions_bytes);
   switch (best->mode) {
-    case ChunkMode::kGapsRice: encode_rice_gaps(positions, rice.k, &out->bytes); break;
-    case ChunkMode::kGapsStreamVByte: encode_streamvbyte_gaps(positions, &out->bytes); break;
-    case ChunkMode::kBitmap: encode_bitmap(positions, length, &out->bytes); break;
+    case ChunkMode::kGapsRice:
+      encode_rice_gaps(positions, rice.k, &out->bytes);
+      break;
+    case ChunkMode::kGapsStreamVByte:
+      encode_streamvbyte_gaps(positions, &out->bytes);
+      break;
+    case ChunkMode::kBitmap:
+      encode_bitmap(positions, length, &out->bytes);
+      break;
     case ChunkMode::kRaw:
     case ChunkMode::kUnchanged:
       out->bytes.insert(out->bytes.end(), new_bytes, new_bytes + size_t{length} * es);
@@ -99,8 +105,8 @@ void encode_chunk(const uint8_t* old_bytes, const uint8_t* new_bytes, uint32_t l
   if (best->has_values) pack_values(scratch.values, w, vplan, &out->bytes);
 }
 
-Status decode_chunk(std::span<const uint8_t> bytes, uint32_t length, size_t es,
-                    DecodedChunk* out, const char* where) {
+Status decode_chunk(std::span<const uint8_t> bytes, uint32_t length, size_t es, DecodedChunk* out,
+                    const char* where) {
   ByteCursor cur(bytes);
   uint8_t mode = 0, value_bits = 0, rice_k = 0, reserved = 0;
   uint32_t changed = 0, positions_bytes = 0;
@@ -126,7 +132,8 @@ Status decode_chunk(std::span<const uint8_t> bytes, uint32_t length, size_t es,
   out->changed = changed;
   const auto w = static_cast<unsigned>(es * 8);
   if (out->mode == ChunkMode::kRaw) {
-    if (positions_bytes != size_t{length} * es || cur.remaining() != 0 || value_bits != 0 || rice_k != 0) {
+    if (positions_bytes != size_t{length} * es || cur.remaining() != 0 || value_bits != 0 ||
+        rice_k != 0) {
       return data_loss(std::string(where) + ": raw chunk of " + std::to_string(bytes.size()) +
                        " bytes for " + std::to_string(length) + " elements");
     }
@@ -147,7 +154,9 @@ Status decode_chunk(std::span<const uint8_t> bytes, uint32_t length, size_t es,
     case ChunkMode::kGapsRice:
       s = decode_rice_gaps(positions, changed, rice_k, length, &out->positions, where);
       break;
-    default: s = decode_bitmap(positions, changed, length, &out->positions, where); break;
+    default:
+      s = decode_bitmap(positions, changed, length, &out->positions, where);
+      break;
   }
   RETURN_IF_ERROR(s);
   std::span<const uint8_t> values;

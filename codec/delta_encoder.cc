@@ -25,7 +25,8 @@ Result<EncodedDelta> encode_delta(std::span<const uint8_t> old_bytes,
   h.chunk_elements = o.chunk_elements;
   h.range_offset = o.range_offset;
   h.range_elements = old_bytes.size() / es;
-  h.tensor_elements = o.tensor_elements != 0 ? o.tensor_elements : o.range_offset + h.range_elements;
+  h.tensor_elements =
+      o.tensor_elements != 0 ? o.tensor_elements : o.range_offset + h.range_elements;
   h.base_version = o.base_version;
   h.target_version = o.target_version;
   RETURN_IF_ERROR(h.validate());
@@ -43,7 +44,8 @@ Result<EncodedDelta> encode_delta(std::span<const uint8_t> old_bytes,
     encode_chunk(old_bytes.data() + start * es, new_bytes.data() + start * es, length, es,
                  h.range_offset + start, o.allowed_modes, scratch, &chunks[c]);
     if (compute_base) {
-      base_parts[c] = checksum_range(old_bytes.data() + start * es, es, length, h.range_offset + start);
+      base_parts[c] =
+          checksum_range(old_bytes.data() + start * es, es, length, h.range_offset + start);
     }
   };
   if (o.pool != nullptr) {

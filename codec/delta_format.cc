@@ -8,19 +8,28 @@
 namespace weightcast {
 namespace {
 
-size_t padded_name_bytes(size_t name_length) { return (name_length + 3) & ~size_t{3}; }
+size_t padded_name_bytes(size_t name_length) {
+  return (name_length + 3) & ~size_t{3};
+}
 
-std::string quoted(const std::string& name) { return "'" + name + "'"; }
+std::string quoted(const std::string& name) {
+  return "'" + name + "'";
+}
 
 }  // namespace
 
 const char* chunk_mode_name(ChunkMode mode) {
   switch (mode) {
-    case ChunkMode::kUnchanged: return "unchanged";
-    case ChunkMode::kGapsStreamVByte: return "gaps-streamvbyte";
-    case ChunkMode::kGapsRice: return "gaps-rice";
-    case ChunkMode::kBitmap: return "bitmap";
-    case ChunkMode::kRaw: return "raw";
+    case ChunkMode::kUnchanged:
+      return "unchanged";
+    case ChunkMode::kGapsStreamVByte:
+      return "gaps-streamvbyte";
+    case ChunkMode::kGapsRice:
+      return "gaps-rice";
+    case ChunkMode::kBitmap:
+      return "bitmap";
+    case ChunkMode::kRaw:
+      return "raw";
   }
   return "unknown";
 }
@@ -34,8 +43,8 @@ Status DeltaRecordHeader::validate() const {
   const std::string who = "delta record for tensor " + quoted(name);
   const size_t es = dtype_size(dtype);
   if (es != 1 && es != 2 && es != 4) {
-    return invalid_argument(who + ": dtype " + std::string(dtype_name(dtype)) +
-                            " has " + std::to_string(es) +
+    return invalid_argument(who + ": dtype " + std::string(dtype_name(dtype)) + " has " +
+                            std::to_string(es) +
                             "-byte elements; sparse deltas support 1, 2 and 4");
   }
   if (name.size() > kMaxTensorNameBytes) {
@@ -43,8 +52,8 @@ Status DeltaRecordHeader::validate() const {
                         std::to_string(kMaxTensorNameBytes));
   }
   if (chunk_elements < kMinChunkElements || chunk_elements > kMaxChunkElements) {
-    return out_of_range(who + ": chunk_elements " + std::to_string(chunk_elements) +
-                        " outside [" + std::to_string(kMinChunkElements) + ", " +
+    return out_of_range(who + ": chunk_elements " + std::to_string(chunk_elements) + " outside [" +
+                        std::to_string(kMinChunkElements) + ", " +
                         std::to_string(kMaxChunkElements) + "]");
   }
   if (range_elements > kMaxRangeElements || tensor_elements > kMaxRangeElements) {
@@ -57,8 +66,8 @@ Status DeltaRecordHeader::validate() const {
                             std::to_string(tensor_elements) + " elements");
   }
   if (changed > range_elements) {
-    return invalid_argument(who + ": " + std::to_string(changed) + " changed elements in a range of " +
-                            std::to_string(range_elements));
+    return invalid_argument(who + ": " + std::to_string(changed) +
+                            " changed elements in a range of " + std::to_string(range_elements));
   }
   if (target_version <= base_version) {
     return invalid_argument(who + ": target version " + std::to_string(target_version) +
@@ -101,13 +110,14 @@ Result<DeltaRecordView> parse_delta_record(std::span<const uint8_t> bytes,
   uint16_t version = 0;
   uint8_t dtype_code = 0, elem_size = 0;
   uint64_t fields[9];
-  if (!cur.read(&magic) || !cur.read(&version) || !cur.read(&dtype_code) ||
-      !cur.read(&elem_size) || !cur.read(&chunk_elements) || !cur.read(&name_length)) {
+  if (!cur.read(&magic) || !cur.read(&version) || !cur.read(&dtype_code) || !cur.read(&elem_size) ||
+      !cur.read(&chunk_elements) || !cur.read(&name_length)) {
     return data_loss("delta record truncated: " + std::to_string(bytes.size()) +
                      " bytes, the fixed header needs " + std::to_string(kDeltaFixedHeaderBytes));
   }
   if (magic != kDeltaRecordMagic) {
-    return data_loss("not a delta record: magic " + hex16(magic) + " where " + hex16(kDeltaRecordMagic) + " (\"WCDR\") belongs");
+    return data_loss("not a delta record: magic " + hex16(magic) + " where " +
+                     hex16(kDeltaRecordMagic) + " (\"WCDR\") belongs");
   }
   if (version != kDeltaFormatVersion) {
     return data_loss("delta record format version " + std::to_string(version) +
@@ -134,10 +144,11 @@ Result<DeltaRecordView> parse_delta_record(std::span<const uint8_t> bytes,
   const std::string who = "delta record for tensor " + quoted(h.name);
   ASSIGN_OR_RETURN(h.dtype, dtype_from_code(dtype_code));
   if (elem_size != dtype_size(h.dtype)) {
-    return data_loss(who + ": element size " + std::to_string(elem_size) + " disagrees with dtype " +
-                     std::string(dtype_name(h.dtype)));
+    return data_loss(who + ": element size " + std::to_string(elem_size) +
+                     " disagrees with dtype " + std::string(dtype_name(h.dtype)));
   }
-  if (reserved != 0) return data_loss(who + ": reserved header field is " + std::to_string(reserved));
+  if (reserved != 0)
+    return data_loss(who + ": reserved header field is " + std::to_string(reserved));
   h.chunk_elements = chunk_elements;
   h.tensor_elements = fields[0];
   h.range_offset = fields[1];
@@ -214,7 +225,9 @@ Result<std::vector<DeltaRecordView>> parse_delta_file(std::span<const uint8_t> b
   size_t at = kDeltaFileHeaderBytes;
   for (uint32_t r = 0; r < count; ++r) {
     auto rec = parse_delta_record(bytes.subspan(at), options);
-    if (!rec.ok()) return rec.status().with_context("record " + std::to_string(r) + " at byte " + std::to_string(at));
+    if (!rec.ok())
+      return rec.status().with_context("record " + std::to_string(r) + " at byte " +
+                                       std::to_string(at));
     at += rec->record_bytes;
     records.push_back(std::move(rec).value());
   }

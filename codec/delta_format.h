@@ -32,14 +32,15 @@ constexpr uint64_t kMaxRangeElements = uint64_t{1} << 40;
 
 // How a chunk stores its changed positions (values follow in every mode but kRaw).
 enum class ChunkMode : uint8_t {
-  kUnchanged = 0,       // nothing changed; header only
-  kGapsStreamVByte = 1, // gaps i_k - i_{k-1} - 1 as Stream VByte
-  kGapsRice = 2,        // gaps as Golomb-Rice codes with parameter rice_k
-  kBitmap = 3,          // one bit per element of the chunk
-  kRaw = 4,             // the chunk's new raw values, every element
+  kUnchanged = 0,        // nothing changed; header only
+  kGapsStreamVByte = 1,  // gaps i_k - i_{k-1} - 1 as Stream VByte
+  kGapsRice = 2,         // gaps as Golomb-Rice codes with parameter rice_k
+  kBitmap = 3,           // one bit per element of the chunk
+  kRaw = 4,              // the chunk's new raw values, every element
 };
 constexpr uint8_t kMaxChunkMode = 4;
-constexpr size_t kChunkHeaderBytes = 12;  // mode, value_bits, rice_k, reserved, changed, positions_bytes
+constexpr size_t kChunkHeaderBytes =
+    12;  // mode, value_bits, rice_k, reserved, changed, positions_bytes
 constexpr unsigned kMaxRiceK = 20;
 
 const char* chunk_mode_name(ChunkMode mode);

@@ -50,9 +50,8 @@ uint64_t encode_values(const uint8_t* old_bytes, const uint8_t* new_bytes,
 // Destination lines are prefetched a few changes ahead: after a large copy they are rarely in
 // cache, and the misses would otherwise be taken one at a time.
 template <typename U>
-uint64_t apply_values(uint8_t* dest, const uint32_t* positions, const uint32_t* values,
-                      uint32_t n, int64_t first_pos, uint64_t count, uint64_t chunk_global,
-                      uint64_t* applied) {
+uint64_t apply_values(uint8_t* dest, const uint32_t* positions, const uint32_t* values, uint32_t n,
+                      int64_t first_pos, uint64_t count, uint64_t chunk_global, uint64_t* applied) {
   constexpr unsigned w = sizeof(U) * 8;
   constexpr uint32_t kAhead = 16;
   uint64_t sum = 0, written = 0;

@@ -6,7 +6,9 @@
 
 namespace weightcast {
 
-proto::DType dtype_to_proto(DType dtype) { return static_cast<proto::DType>(dtype); }
+proto::DType dtype_to_proto(DType dtype) {
+  return static_cast<proto::DType>(dtype);
+}
 
 Result<proto::DeltaRecordInfo> describe_delta_record(const DeltaRecordView& record) {
   const DeltaRecordHeader& h = record.header;

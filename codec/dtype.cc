@@ -28,16 +28,27 @@ struct Alias {
   DType dtype;
 };
 constexpr std::array<Alias, 14> kAliases = {{
-    {"uint8", DType::kU8},     {"int8", DType::kI8},       {"int16", DType::kI16},
-    {"int32", DType::kI32},    {"int64", DType::kI64},     {"float16", DType::kF16},
-    {"half", DType::kF16},     {"bfloat16", DType::kBF16}, {"float32", DType::kF32},
-    {"float", DType::kF32},    {"float64", DType::kF64},   {"double", DType::kF64},
-    {"float8_e4m3fn", DType::kF8E4M3FN}, {"float8_e5m2", DType::kF8E5M2},
+    {"uint8", DType::kU8},
+    {"int8", DType::kI8},
+    {"int16", DType::kI16},
+    {"int32", DType::kI32},
+    {"int64", DType::kI64},
+    {"float16", DType::kF16},
+    {"half", DType::kF16},
+    {"bfloat16", DType::kBF16},
+    {"float32", DType::kF32},
+    {"float", DType::kF32},
+    {"float64", DType::kF64},
+    {"double", DType::kF64},
+    {"float8_e4m3fn", DType::kF8E4M3FN},
+    {"float8_e5m2", DType::kF8E5M2},
 }};
 
 }  // namespace
 
-std::span<const DTypeInfo> all_dtypes() { return kTable; }
+std::span<const DTypeInfo> all_dtypes() {
+  return kTable;
+}
 
 const DTypeInfo& dtype_info(DType dtype) {
   return kTable[static_cast<size_t>(dtype) - 1];

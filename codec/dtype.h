@@ -42,8 +42,12 @@ std::span<const DTypeInfo> all_dtypes();
 
 // Never fails for a valid enumerator; the enum is closed.
 const DTypeInfo& dtype_info(DType dtype);
-inline size_t dtype_size(DType dtype) { return dtype_info(dtype).size; }
-inline std::string_view dtype_name(DType dtype) { return dtype_info(dtype).name; }
+inline size_t dtype_size(DType dtype) {
+  return dtype_info(dtype).size;
+}
+inline std::string_view dtype_name(DType dtype) {
+  return dtype_info(dtype).name;
+}
 
 // Lookups from outside input; errors name the unknown string.
 Result<DType> dtype_from_code(uint8_t code);

@@ -13,6 +13,8 @@ inline std::string hex_digits16(uint64_t v) {
   std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
   return buf;
 }
-inline std::string hex16(uint64_t v) { return "0x" + hex_digits16(v); }
+inline std::string hex16(uint64_t v) {
+  return "0x" + hex_digits16(v);
+}
 
 }  // namespace weightcast

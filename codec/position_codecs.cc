@@ -30,7 +30,9 @@ constexpr size_t kStreamVByteSlack = 64;
 
 size_t streamvbyte_gaps_size(std::span<const uint32_t> positions) {
   size_t bytes = (positions.size() + 3) / 4;
-  for_each_gap(positions, [&](uint32_t g) { bytes += g < (1u << 8) ? 1 : g < (1u << 16) ? 2 : g < (1u << 24) ? 3 : 4; });
+  for_each_gap(positions, [&](uint32_t g) {
+    bytes += g < (1u << 8) ? 1 : g < (1u << 16) ? 2 : g < (1u << 24) ? 3 : 4;
+  });
   return bytes;
 }
 
@@ -40,7 +42,8 @@ void encode_streamvbyte_gaps(std::span<const uint32_t> positions, std::vector<ui
   for_each_gap(positions, [&](uint32_t g) { gaps.push_back(g); });
   const size_t at = out->size();
   out->resize(at + streamvbyte_max_compressedbytes(static_cast<uint32_t>(gaps.size())));
-  const size_t used = streamvbyte_encode(gaps.data(), static_cast<uint32_t>(gaps.size()), out->data() + at);
+  const size_t used =
+      streamvbyte_encode(gaps.data(), static_cast<uint32_t>(gaps.size()), out->data() + at);
   out->resize(at + used);
 }
 
@@ -52,7 +55,8 @@ Status decode_streamvbyte_gaps(std::span<const uint8_t> section, uint32_t count,
   for (uint32_t i = 0; i < count; ++i) data += ((section[i / 4] >> (2 * (i % 4))) & 3u) + 1;
   if (section.size() != control + data) {
     return fail(where, "Stream VByte section holds " + std::to_string(section.size()) +
-                           " bytes where its control bytes describe " + std::to_string(control + data));
+                           " bytes where its control bytes describe " +
+                           std::to_string(control + data));
   }
   std::vector<uint8_t> padded(section.size() + kStreamVByteSlack, 0);
   std::copy(section.begin(), section.end(), padded.begin());
@@ -61,7 +65,9 @@ Status decode_streamvbyte_gaps(std::span<const uint8_t> section, uint32_t count,
   uint64_t next = 0;
   for (uint32_t i = 0; i < count; ++i) {
     const uint64_t p = next + (*positions)[i];
-    if (p >= limit) return fail(where, "gap " + std::to_string(i) + " leads past the chunk end " + std::to_string(limit));
+    if (p >= limit)
+      return fail(
+          where, "gap " + std::to_string(i) + " leads past the chunk end " + std::to_string(limit));
     (*positions)[i] = static_cast<uint32_t>(p);
     next = p + 1;
   }
@@ -107,7 +113,9 @@ void encode_rice_gaps(std::span<const uint32_t> positions, unsigned k, std::vect
 
 Status decode_rice_gaps(std::span<const uint8_t> section, uint32_t count, unsigned k,
                         uint32_t limit, std::vector<uint32_t>* positions, const char* where) {
-  if (k > kMaxRiceK) return fail(where, "Rice parameter " + std::to_string(k) + " exceeds " + std::to_string(kMaxRiceK));
+  if (k > kMaxRiceK)
+    return fail(where,
+                "Rice parameter " + std::to_string(k) + " exceeds " + std::to_string(kMaxRiceK));
   BitReader r(section);
   positions->resize(count);
   uint64_t next = 0;
@@ -117,7 +125,8 @@ Status decode_rice_gaps(std::span<const uint8_t> section, uint32_t count, unsign
     if (r.overrun()) return fail(where, "Rice codes are truncated at gap " + std::to_string(i));
     const uint64_t p = next + g;
     if (q > limit || p >= limit) {
-      return fail(where, "gap " + std::to_string(i) + " leads past the chunk end " + std::to_string(limit));
+      return fail(
+          where, "gap " + std::to_string(i) + " leads past the chunk end " + std::to_string(limit));
     }
     (*positions)[i] = static_cast<uint32_t>(p);
     next = p + 1;
@@ -149,14 +158,18 @@ Status decode_bitmap(std::span<const uint8_t> section, uint32_t count, uint32_t 
     uint32_t b = section[byte];
     while (b != 0) {
       const auto p = static_cast<uint32_t>(byte * 8 + static_cast<unsigned>(__builtin_ctz(b)));
-      if (p >= chunk_length) return fail(where, "bitmap marks position " + std::to_string(p) + " beyond the chunk");
-      if (positions->size() == count) return fail(where, "bitmap marks more than the " + std::to_string(count) + " changes the chunk claims");
+      if (p >= chunk_length)
+        return fail(where, "bitmap marks position " + std::to_string(p) + " beyond the chunk");
+      if (positions->size() == count)
+        return fail(where, "bitmap marks more than the " + std::to_string(count) +
+                               " changes the chunk claims");
       positions->push_back(p);
       b &= b - 1;
     }
   }
   if (positions->size() != count) {
-    return fail(where, "bitmap marks " + std::to_string(positions->size()) + " positions, the chunk claims " + std::to_string(count));
+    return fail(where, "bitmap marks " + std::to_string(positions->size()) +
+                           " positions, the chunk claims " + std::to_string(count));
   }
   return ok_status();
 }

@@ -33,7 +33,9 @@ Status decode_rice_gaps(std::span<const uint8_t> section, uint32_t count, unsign
                         uint32_t limit, std::vector<uint32_t>* positions, const char* where);
 
 // --- Bitmap: bit p set for every changed position p < chunk_length.
-inline size_t bitmap_size(uint32_t chunk_length) { return (size_t{chunk_length} + 7) / 8; }
+inline size_t bitmap_size(uint32_t chunk_length) {
+  return (size_t{chunk_length} + 7) / 8;
+}
 void encode_bitmap(std::span<const uint32_t> positions, uint32_t chunk_length,
                    std::vector<uint8_t>* out);
 Status decode_bitmap(std::span<const uint8_t> section, uint32_t count, uint32_t chunk_length,

@@ -15,11 +15,11 @@ namespace weightcast {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,   // the caller passed something that can never work
-  kDataLoss,          // input bytes are corrupt, truncated or hostile
-  kFailedPrecondition,// state does not allow it (wrong base version or checksum)
-  kChecksumMismatch,  // a result did not verify; nothing was left changed
-  kOutOfRange,        // a limit was exceeded
+  kInvalidArgument,     // the caller passed something that can never work
+  kDataLoss,            // input bytes are corrupt, truncated or hostile
+  kFailedPrecondition,  // state does not allow it (wrong base version or checksum)
+  kChecksumMismatch,    // a result did not verify; nothing was left changed
+  kOutOfRange,          // a limit was exceeded
   kNotFound,
   kIoError,
   kUnimplemented,
@@ -49,27 +49,42 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status ok_status() { return Status{}; }
-inline Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
-inline Status data_loss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
+inline Status ok_status() {
+  return Status{};
+}
+inline Status invalid_argument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
+inline Status data_loss(std::string m) {
+  return {StatusCode::kDataLoss, std::move(m)};
+}
 inline Status failed_precondition(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
 }
 inline Status checksum_mismatch(std::string m) {
   return {StatusCode::kChecksumMismatch, std::move(m)};
 }
-inline Status out_of_range(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
-inline Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-inline Status io_error(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
-inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status out_of_range(std::string m) {
+  return {StatusCode::kOutOfRange, std::move(m)};
+}
+inline Status not_found(std::string m) {
+  return {StatusCode::kNotFound, std::move(m)};
+}
+inline Status io_error(std::string m) {
+  return {StatusCode::kIoError, std::move(m)};
+}
+inline Status internal_error(std::string m) {
+  return {StatusCode::kInternal, std::move(m)};
+}
 
 // A value or the Status explaining why there is none. Never holds an ok Status.
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
-    if (std::get<Status>(v_).ok()) v_ = Status(StatusCode::kInternal, "Result built from ok Status");
+    if (std::get<Status>(v_).ok())
+      v_ = Status(StatusCode::kInternal, "Result built from ok Status");
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -95,10 +110,10 @@ class [[nodiscard]] Result {
 #define WC_STATUS_CONCAT(a, b) WC_STATUS_CONCAT_INNER(a, b)
 
 // Returns from the enclosing function when `expr` (a Status) is not ok.
-#define RETURN_IF_ERROR(expr)                          \
-  do {                                                 \
-    ::weightcast::Status wc_status_ = (expr);          \
-    if (!wc_status_.ok()) return wc_status_;           \
+#define RETURN_IF_ERROR(expr)                 \
+  do {                                        \
+    ::weightcast::Status wc_status_ = (expr); \
+    if (!wc_status_.ok()) return wc_status_;  \
   } while (0)
 
 // `ASSIGN_OR_RETURN(auto x, f())`: binds the value of a Result or returns its Status.

@@ -8,9 +8,13 @@
 namespace weightcast {
 namespace {
 
-size_t bytes_for_bits(uint64_t bits) { return static_cast<size_t>((bits + 7) / 8); }
+size_t bytes_for_bits(uint64_t bits) {
+  return static_cast<size_t>((bits + 7) / 8);
+}
 
-unsigned bit_length(uint32_t v) { return v == 0 ? 0u : 32u - static_cast<unsigned>(__builtin_clz(v)); }
+unsigned bit_length(uint32_t v) {
+  return v == 0 ? 0u : 32u - static_cast<unsigned>(__builtin_clz(v));
+}
 
 size_t section_bytes(uint64_t n, unsigned bits, uint64_t exceptions, unsigned iw, unsigned w) {
   return 4 + bytes_for_bits(n * bits) + bytes_for_bits(exceptions * iw) +
@@ -64,7 +68,8 @@ Status unpack_values(std::span<const uint8_t> section, uint32_t count, unsigned 
   auto fail = [&](const std::string& what) {
     return data_loss(std::string(where) + ": values section " + what);
   };
-  if (bits > w) return fail("width " + std::to_string(bits) + " exceeds element width " + std::to_string(w));
+  if (bits > w)
+    return fail("width " + std::to_string(bits) + " exceeds element width " + std::to_string(w));
   ByteCursor cur(section);
   uint32_t exceptions = 0;
   if (!cur.read(&exceptions)) return fail("truncated before its exception count");

@@ -29,7 +29,9 @@ inline uint32_t diff_from_value(uint32_t value, unsigned w) {
   return ((zz >> 1) ^ (0u - (zz & 1u))) & mask;
 }
 // Largest legal value for a w-bit element (zigzag never yields 0 for d != 0).
-inline uint32_t max_value(unsigned w) { return w >= 32 ? 0xFFFFFFFEu : (1u << w) - 2; }
+inline uint32_t max_value(unsigned w) {
+  return w >= 32 ? 0xFFFFFFFEu : (1u << w) - 2;
+}
 
 struct ValuePackingPlan {
   unsigned bits = 0;        // low bits stored for every value

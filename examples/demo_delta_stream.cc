@@ -5,7 +5,7 @@
 // trainer. Then it shows the guarantees: a step applied twice and a corrupted file are
 // refused and the engine's weights are untouched.
 //
-//   weightcast_demo [--scale 0.06] [--steps 3] [--density 0.01] [--threads 2] [--dir DIR]
+//   weightcast_demo [--scale 0.2] [--steps 3] [--density 0.01] [--threads 2] [--dir DIR]
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -60,7 +60,8 @@ wc::Status engine_apply_step(const std::string& path, std::vector<EngineTensor>&
   for (size_t i = 0; i < engine.size(); ++i) {
     const auto& rec = (*records)[i];
     if (rec.header.name != names[i].spec.name) {
-      return wc::data_loss(path + ": record " + std::to_string(i) + " is for '" + rec.header.name + "'");
+      return wc::data_loss(path + ": record " + std::to_string(i) + " is for '" + rec.header.name +
+                           "'");
     }
     wc::ApplyOptions o;
     o.current_checksum = engine[i].checksum;
@@ -75,27 +76,41 @@ wc::Status engine_apply_step(const std::string& path, std::vector<EngineTensor>&
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"weightcast demo: a trainer publishes sparse bf16 deltas, an engine applies and verifies them"};
-  double scale = 0.06, density = 0.01;
+  CLI::App app{
+      "weightcast demo: a trainer publishes sparse bf16 deltas, an engine applies and verifies "
+      "them"};
+  double scale = 0.2, density = 0.01;
   int steps = 3;
   size_t threads = 2;
   std::string dir;
-  app.add_option("--scale", scale, "Model size relative to Qwen3-30B-A3B")->capture_default_str()->check(CLI::Range(0.001, 1.0));
-  app.add_option("--steps", steps, "Optimizer steps to publish")->capture_default_str()->check(CLI::Range(1, 1000));
-  app.add_option("--density", density, "Fraction of bf16 weights each step changes")->capture_default_str()->check(CLI::Range(0.0001, 0.9));
-  app.add_option("--threads", threads, "Threads for encode and apply")->capture_default_str()->check(CLI::Range(1, 256));
-  app.add_option("--dir", dir, "Directory for the step files (default: a fresh temp directory, removed at the end)");
+  app.add_option("--scale", scale, "Model size relative to Qwen3-30B-A3B")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1.0));
+  app.add_option("--steps", steps, "Optimizer steps to publish")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--density", density, "Fraction of bf16 weights each step changes")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0001, 0.9));
+  app.add_option("--threads", threads, "Threads for encode and apply")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  app.add_option(
+      "--dir", dir,
+      "Directory for the step files (default: a fresh temp directory, removed at the end)");
   CLI11_PARSE(app, argc, argv);
 
   const bool own_dir = dir.empty();
-  if (own_dir) dir = (fs::temp_directory_path() / ("weightcast-demo-" + std::to_string(::getpid()))).string();
+  if (own_dir)
+    dir = (fs::temp_directory_path() / ("weightcast-demo-" + std::to_string(::getpid()))).string();
   fs::create_directories(dir);
   wc::ThreadPool pool(threads);
 
   const auto layers = wc::model_layer_list(wc::ModelFamily::kQwen3_30B_A3B, scale);
   const uint64_t total = wc::total_elements(layers);
-  std::printf("trainer: Qwen3-30B-A3B shape at scale %.3f: %zu tensors, %.1f M bf16 weights (%.1f MiB)\n",
-              scale, layers.size(), total / 1e6, total * 2.0 / (1 << 20));
+  std::printf(
+      "trainer: Qwen3-30B-A3B shape at scale %.3f: %zu tensors, %.1f M bf16 weights (%.1f MiB)\n",
+      scale, layers.size(), total / 1e6, total * 2.0 / (1 << 20));
   const double relative_lr = wc::calibrate_lr(density, 1);
 
   auto t0 = std::chrono::steady_clock::now();
@@ -103,16 +118,21 @@ int main(int argc, char** argv) {
   std::vector<EngineTensor> engine;
   trainer.reserve(layers.size());
   for (size_t i = 0; i < layers.size(); ++i) {
-    const uint64_t n = [&] { uint64_t e = 1; for (auto d : layers[i].shape) e *= static_cast<uint64_t>(d); return e; }();
+    const uint64_t n = [&] {
+      uint64_t e = 1;
+      for (auto d : layers[i].shape) e *= static_cast<uint64_t>(d);
+      return e;
+    }();
     TrainerTensor t{layers[i], wc::SyntheticTensor(n, layers[i].fan_in, 1000 + i, &pool), {}, 0};
     t.published.assign(t.weights.bf16().begin(), t.weights.bf16().end());
     t.published_checksum = wc::checksum_range(t.published.data(), 2, n, 0, &pool);
     engine.push_back({t.published, t.published_checksum});  // both start from the boot weights
     trainer.push_back(std::move(t));
   }
-  std::printf("boot:    trainer and engine hold version 0 (%.2f s to generate)\n\n", seconds_since(t0));
-  std::printf("%-5s %11s %8s %12s %10s %9s %9s %9s %9s\n", "step", "changed", "density", "delta bytes",
-              "bits/chg", "vs full", "vs patch", "encode s", "apply s");
+  std::printf("boot:    trainer and engine hold version 0 (%.2f s to generate)\n\n",
+              seconds_since(t0));
+  std::printf("%-5s %11s %8s %12s %10s %9s %9s %9s %9s\n", "step", "changed", "density",
+              "delta bytes", "bits/chg", "vs full", "vs patch", "encode s", "apply s");
 
   std::string last_step;
   for (int step = 1; step <= steps; ++step) {
@@ -129,8 +149,9 @@ int main(int argc, char** argv) {
       o.base_checksum = t.published_checksum;
       o.pool = &pool;
       const auto e0 = std::chrono::steady_clock::now();
-      auto enc = wc::encode_delta({reinterpret_cast<const uint8_t*>(t.published.data()), t.published.size() * 2},
-                                  {reinterpret_cast<const uint8_t*>(now.data()), now.size() * 2}, o);
+      auto enc = wc::encode_delta(
+          {reinterpret_cast<const uint8_t*>(t.published.data()), t.published.size() * 2},
+          {reinterpret_cast<const uint8_t*>(now.data()), now.size() * 2}, o);
       encode_s += seconds_since(e0);
       if (!enc.ok()) {
         std::fprintf(stderr, "demo: %s\n", enc.status().to_string().c_str());
@@ -163,11 +184,14 @@ int main(int argc, char** argv) {
     }
     const double bits = 8.0 * static_cast<double>(file.size()) / static_cast<double>(changed);
     std::printf("%-5d %11llu %7.3f%% %12zu %10.2f %8.0fx %8.1fx %9.3f %9.3f\n", step,
-                static_cast<unsigned long long>(changed), 100.0 * changed / total, file.size(), bits,
-                total * 2.0 / file.size(), 48.0 / bits, encode_s, apply_s);
+                static_cast<unsigned long long>(changed), 100.0 * changed / total, file.size(),
+                bits, total * 2.0 / file.size(), 48.0 / bits, encode_s, apply_s);
   }
-  std::printf("\nengine: bit-identical to the trainer after every step; every tensor checksum verified\n");
-  std::printf("        (vs full = bf16 bytes of the model / delta bytes; vs patch = an int32 index + bf16 value per change)\n\n");
+  std::printf(
+      "\nengine: bit-identical to the trainer after every step; every tensor checksum verified\n");
+  std::printf(
+      "        (vs full = bf16 bytes of the model / delta bytes; vs patch = an int32 index + bf16 "
+      "value per change)\n\n");
 
   // The guarantees, shown on the last step's file.
   std::vector<std::vector<uint16_t>> before;
@@ -181,13 +205,15 @@ int main(int argc, char** argv) {
     const std::string bad = dir + "/corrupted.wcd";
     if (wc::replace_file_atomically(bad, *bytes).ok()) {
       auto corrupt = engine_apply_step(bad, engine, trainer, &pool);
-      std::printf("applying a corrupted copy: %s\n", corrupt.ok() ? "ACCEPTED (bug!)" : corrupt.to_string().c_str());
+      std::printf("applying a corrupted copy: %s\n",
+                  corrupt.ok() ? "ACCEPTED (bug!)" : corrupt.to_string().c_str());
       if (corrupt.ok()) again = wc::ok_status();
     }
   }
   bool untouched = true;
   for (size_t i = 0; i < engine.size(); ++i) untouched = untouched && engine[i].bf16 == before[i];
-  std::printf("engine weights after both refusals: %s\n", untouched ? "unchanged" : "CHANGED (bug!)");
+  std::printf("engine weights after both refusals: %s\n",
+              untouched ? "unchanged" : "CHANGED (bug!)");
   if (own_dir) fs::remove_all(dir);
   return again.ok() || !untouched ? 1 : 0;
 }

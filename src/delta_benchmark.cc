@@ -50,9 +50,9 @@ Result<nlohmann::json> run_delta_benchmark(const DeltaBenchmarkConfig& c) {
   std::memcpy(old_copy.data(), old_bytes.data(), bytes);
 
   volatile int sink = 0;
-  const double memcmp_s = best_of(c.repetitions, [] {}, [&] {
-    sink = sink + std::memcmp(old_bytes.data(), old_copy.data(), bytes);
-  });
+  const double memcmp_s = best_of(
+      c.repetitions, [] {},
+      [&] { sink = sink + std::memcmp(old_bytes.data(), old_copy.data(), bytes); });
 
   EncodeOptions eo;
   eo.name = "bench.weight";
@@ -63,16 +63,18 @@ Result<nlohmann::json> run_delta_benchmark(const DeltaBenchmarkConfig& c) {
   Result<EncodedDelta> encoded = internal_error("not run");
   // Steady state: the publisher knows the base checksum from the previous version.
   eo.base_checksum = base_checksum;
-  const double encode_s = best_of(c.repetitions, [&] { encoded = internal_error("not run"); },
-                                  [&] { encoded = encode_delta(old_bytes, new_bytes, eo); });
+  const double encode_s = best_of(
+      c.repetitions, [&] { encoded = internal_error("not run"); },
+      [&] { encoded = encode_delta(old_bytes, new_bytes, eo); });
   RETURN_IF_ERROR(encoded.status());
   // Cold: the encoder also computes the base checksum with a full pass.
   eo.base_checksum.reset();
   Result<EncodedDelta> cold = internal_error("not run");
-  const double encode_cold_s = best_of(c.repetitions, [] {},
-                                       [&] { cold = encode_delta(old_bytes, new_bytes, eo); });
+  const double encode_cold_s = best_of(
+      c.repetitions, [] {}, [&] { cold = encode_delta(old_bytes, new_bytes, eo); });
   RETURN_IF_ERROR(cold.status());
-  if (cold->record != encoded->record) return internal_error("bench delta: cold and steady encodes differ");
+  if (cold->record != encoded->record)
+    return internal_error("bench delta: cold and steady encodes differ");
 
   ASSIGN_OR_RETURN(const DeltaRecordView record, parse_delta_record(encoded->record));
   const TensorRef view = TensorRef::contiguous("bench.weight", DType::kBF16, dest.data(),
@@ -83,14 +85,18 @@ Result<nlohmann::json> run_delta_benchmark(const DeltaBenchmarkConfig& c) {
   auto reset_dest = [&] { std::memcpy(dest.data(), old_bytes.data(), bytes); };
   // Steady state: the engine knows its checksum from its last verified apply.
   ao.current_checksum = base_checksum;
-  const double apply_s = best_of(c.repetitions, reset_dest, [&] { applied = apply_delta(record, view, ao); });
+  const double apply_s =
+      best_of(c.repetitions, reset_dest, [&] { applied = apply_delta(record, view, ao); });
   RETURN_IF_ERROR(applied.status());
-  if (dest != new_bytes) return internal_error("bench delta: applied result differs from the new version");
+  if (dest != new_bytes)
+    return internal_error("bench delta: applied result differs from the new version");
   // Cold: apply first verifies the destination's base checksum with a full pass.
   ao.current_checksum.reset();
-  const double apply_cold_s = best_of(c.repetitions, reset_dest, [&] { applied = apply_delta(record, view, ao); });
+  const double apply_cold_s =
+      best_of(c.repetitions, reset_dest, [&] { applied = apply_delta(record, view, ao); });
   RETURN_IF_ERROR(applied.status());
-  if (dest != new_bytes) return internal_error("bench delta: applied result differs from the new version");
+  if (dest != new_bytes)
+    return internal_error("bench delta: applied result differs from the new version");
 
   const auto& h = encoded->header;
   const double changed = static_cast<double>(h.changed);

@@ -51,7 +51,8 @@ Result<std::vector<uint8_t>> read_whole_file(const std::string& path, uint64_t m
   std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+    const ssize_t n =
+        ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       Status s = n < 0 ? errno_status("cannot read", path)
@@ -68,14 +69,15 @@ Result<std::vector<uint8_t>> read_whole_file(const std::string& path, uint64_t m
 Status replace_file_atomically(const std::string& path, std::span<const uint8_t> bytes) {
   const std::filesystem::path target(path);
   const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
-  const std::string temp = (dir / ("." + target.filename().string() + ".tmp." +
-                                   std::to_string(::getpid()))).string();
+  const std::string temp =
+      (dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()))).string();
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return errno_status("cannot create", temp);
   Status s = write_all(fd, bytes, temp);
   if (s.ok() && ::fsync(fd) != 0) s = errno_status("cannot fsync", temp);
   if (::close(fd) != 0 && s.ok()) s = errno_status("cannot close", temp);
-  if (s.ok() && ::rename(temp.c_str(), path.c_str()) != 0) s = errno_status("cannot rename onto", path);
+  if (s.ok() && ::rename(temp.c_str(), path.c_str()) != 0)
+    s = errno_status("cannot rename onto", path);
   if (!s.ok()) {
     ::unlink(temp.c_str());
     return s;

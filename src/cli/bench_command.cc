@@ -12,13 +12,20 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
   bench->require_subcommand(1);
   auto cfg = std::make_shared<DeltaBenchmarkConfig>();
   auto json = std::make_shared<bool>(false);
-  auto* d = bench->add_subcommand(
-      "delta", "Encode/apply a synthetic bf16 update; times are best-of-N and compared with a memcmp of the same bytes");
-  d->add_option("--density", cfg->density, "Fraction of elements the step changes")->capture_default_str();
+  auto* d = bench->add_subcommand("delta",
+                                  "Encode/apply a synthetic bf16 update; times are best-of-N and "
+                                  "compared with a memcmp of the same bytes");
+  d->add_option("--density", cfg->density, "Fraction of elements the step changes")
+      ->capture_default_str();
   d->add_option("--elements", cfg->elements, "bf16 elements in the tensor")->capture_default_str();
-  d->add_option("--threads", cfg->threads, "Threads for encode and apply")->capture_default_str()->check(CLI::Range(1, 256));
-  d->add_option("--chunk-elements", cfg->chunk_elements, "Elements per chunk")->capture_default_str();
-  d->add_option("--repetitions", cfg->repetitions, "Runs per measurement (best is kept)")->capture_default_str()->check(CLI::Range(1, 100));
+  d->add_option("--threads", cfg->threads, "Threads for encode and apply")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  d->add_option("--chunk-elements", cfg->chunk_elements, "Elements per chunk")
+      ->capture_default_str();
+  d->add_option("--repetitions", cfg->repetitions, "Runs per measurement (best is kept)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   d->add_option("--seed", cfg->seed, "Seed of the synthetic weights")->capture_default_str();
   d->add_flag("--json", *json, "Print one JSON object (default: a short summary)");
   d->callback([cfg, json, &exit_code] {

@@ -52,19 +52,22 @@ Status run_encode(const EncodeArgs& a) {
   o.chunk_elements = a.chunk_elements;
   o.pool = pool.get();
   auto encoded = encode_delta(old_bytes, new_bytes, o);
-  if (!encoded.ok()) return encoded.status().with_context("encoding " + a.old_path + " -> " + a.new_path);
+  if (!encoded.ok())
+    return encoded.status().with_context("encoding " + a.old_path + " -> " + a.new_path);
   std::vector<uint8_t> file = delta_file_header(1);
   file.insert(file.end(), encoded->record.begin(), encoded->record.end());
   RETURN_IF_ERROR(replace_file_atomically(a.out_path, file));
   const auto& h = encoded->header;
-  const double bits = h.changed == 0 ? 0.0 : 8.0 * static_cast<double>(encoded->record.size()) / h.changed;
-  std::printf("%s: %llu of %llu elements changed, %zu bytes (%.2f bits per change), "
-              "version %llu -> %llu, checksum %s -> %s\n",
-              a.out_path.c_str(), static_cast<unsigned long long>(h.changed),
-              static_cast<unsigned long long>(h.range_elements), file.size(), bits,
-              static_cast<unsigned long long>(h.base_version),
-              static_cast<unsigned long long>(h.target_version), hex16(h.base_checksum).c_str(),
-              hex16(h.target_checksum).c_str());
+  const double bits =
+      h.changed == 0 ? 0.0 : 8.0 * static_cast<double>(encoded->record.size()) / h.changed;
+  std::printf(
+      "%s: %llu of %llu elements changed, %zu bytes (%.2f bits per change), "
+      "version %llu -> %llu, checksum %s -> %s\n",
+      a.out_path.c_str(), static_cast<unsigned long long>(h.changed),
+      static_cast<unsigned long long>(h.range_elements), file.size(), bits,
+      static_cast<unsigned long long>(h.base_version),
+      static_cast<unsigned long long>(h.target_version), hex16(h.base_checksum).c_str(),
+      hex16(h.target_checksum).c_str());
   return ok_status();
 }
 
@@ -128,8 +131,10 @@ nlohmann::json record_json(const proto::DeltaRecordInfo& info, bool with_chunks)
     auto& count = modes[mode_label(c.mode())];
     count = count.is_null() ? 1 : count.get<int>() + 1;
     if (with_chunks) {
-      chunks.push_back({{"mode", mode_label(c.mode())}, {"changed", c.changed()},
-                        {"bytes", c.encoded_bytes()}, {"value_bits", c.value_bits()},
+      chunks.push_back({{"mode", mode_label(c.mode())},
+                        {"changed", c.changed()},
+                        {"bytes", c.encoded_bytes()},
+                        {"value_bits", c.value_bits()},
                         {"exceptions", c.exceptions()}});
     }
   }
@@ -176,15 +181,16 @@ Status run_inspect(const InspectArgs& a) {
   for (const auto& r : out["records"]) {
     std::printf("\n  tensor %s (%s), elements [%llu, +%llu) of %llu\n",
                 r["tensor"].get<std::string>().c_str(), r["dtype"].get<std::string>().c_str(),
-                r["range_offset"].get<unsigned long long>(), r["range_elements"].get<unsigned long long>(),
+                r["range_offset"].get<unsigned long long>(),
+                r["range_elements"].get<unsigned long long>(),
                 r["tensor_elements"].get<unsigned long long>());
     std::printf("    version  %llu -> %llu\n", r["base_version"].get<unsigned long long>(),
                 r["target_version"].get<unsigned long long>());
     std::printf("    checksum %s -> %s\n", r["base_checksum"].get<std::string>().c_str(),
                 r["target_checksum"].get<std::string>().c_str());
     std::printf("    changed  %llu, %llu bytes, %.2f bits per change\n",
-                r["changed"].get<unsigned long long>(), r["encoded_bytes"].get<unsigned long long>(),
-                r["bits_per_change"].get<double>());
+                r["changed"].get<unsigned long long>(),
+                r["encoded_bytes"].get<unsigned long long>(), r["bits_per_change"].get<double>());
     std::printf("    chunks   %d of %u elements: %s\n", r["chunk_count"].get<int>(),
                 r["chunk_elements"].get<unsigned>(), r["chunk_modes"].dump().c_str());
     if (!a.chunks) continue;
@@ -206,32 +212,50 @@ void register_delta_commands(CLI::App& app, int& exit_code) {
   delta->require_subcommand(1);
 
   auto enc = std::make_shared<EncodeArgs>();
-  auto* e = delta->add_subcommand("encode", "Encode the changes from OLD to NEW (raw little-endian element files)");
-  e->add_option("--dtype", enc->dtype, "Element type: bf16, f16, f32, f8_e4m3fn, u8, ...")->capture_default_str();
-  e->add_option("--old", enc->old_path, "Raw file of the base version")->required()->check(CLI::ExistingFile);
-  e->add_option("--new", enc->new_path, "Raw file of the new version")->required()->check(CLI::ExistingFile);
+  auto* e = delta->add_subcommand(
+      "encode", "Encode the changes from OLD to NEW (raw little-endian element files)");
+  e->add_option("--dtype", enc->dtype, "Element type: bf16, f16, f32, f8_e4m3fn, u8, ...")
+      ->capture_default_str();
+  e->add_option("--old", enc->old_path, "Raw file of the base version")
+      ->required()
+      ->check(CLI::ExistingFile);
+  e->add_option("--new", enc->new_path, "Raw file of the new version")
+      ->required()
+      ->check(CLI::ExistingFile);
   e->add_option("-o,--output", enc->out_path, "Delta file to write (.wcd)")->required();
   e->add_option("--name", enc->name, "Tensor name stored in the record (default: NEW's file stem)");
   e->add_option("--base-version", enc->base_version, "Version of OLD")->capture_default_str();
   e->add_option("--version", enc->version, "Version of NEW")->capture_default_str();
   e->add_option("--chunk-elements", enc->chunk_elements, "Elements per independently encoded chunk")
       ->capture_default_str();
-  e->add_option("--threads", enc->threads, "Threads encoding chunks")->capture_default_str()->check(CLI::Range(1, 256));
+  e->add_option("--threads", enc->threads, "Threads encoding chunks")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   e->callback([enc, &exit_code] { exit_code = report(run_encode(*enc)); });
 
   auto app_args = std::make_shared<ApplyArgs>();
-  auto* p = delta->add_subcommand(
-      "apply", "Apply a delta to a raw element file in place; refuses a wrong base and leaves the file unchanged on any failure");
+  auto* p = delta->add_subcommand("apply",
+                                  "Apply a delta to a raw element file in place; refuses a wrong "
+                                  "base and leaves the file unchanged on any failure");
   p->add_option("--dtype", app_args->dtype, "Element type of TARGET")->capture_default_str();
-  p->add_option("--delta", app_args->delta_path, "Delta file (.wcd)")->required()->check(CLI::ExistingFile);
-  p->add_option("--target", app_args->target_path, "Raw file holding the base version")->required()->check(CLI::ExistingFile);
+  p->add_option("--delta", app_args->delta_path, "Delta file (.wcd)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  p->add_option("--target", app_args->target_path, "Raw file holding the base version")
+      ->required()
+      ->check(CLI::ExistingFile);
   p->add_option("--tensor", app_args->tensor, "Record to apply when the file holds several");
-  p->add_option("--threads", app_args->threads, "Threads applying chunks")->capture_default_str()->check(CLI::Range(1, 256));
+  p->add_option("--threads", app_args->threads, "Threads applying chunks")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   p->callback([app_args, &exit_code] { exit_code = report(run_apply(*app_args)); });
 
   auto ins = std::make_shared<InspectArgs>();
-  auto* i = delta->add_subcommand("inspect", "Print a delta file's records: versions, checksums, chunks, sizes");
-  i->add_option("delta", ins->delta_path, "Delta file (.wcd)")->required()->check(CLI::ExistingFile);
+  auto* i = delta->add_subcommand(
+      "inspect", "Print a delta file's records: versions, checksums, chunks, sizes");
+  i->add_option("delta", ins->delta_path, "Delta file (.wcd)")
+      ->required()
+      ->check(CLI::ExistingFile);
   i->add_flag("--json", ins->json, "Print one JSON object");
   i->add_flag("--chunks", ins->chunks, "List every chunk");
   i->callback([ins, &exit_code] { exit_code = report(run_inspect(*ins)); });

@@ -26,7 +26,9 @@ TEST(Checksum, PublishedTestVectors) {
   EXPECT_EQ(checksum_of(std::vector<uint64_t>{0x0123456789ABCDEFull}, 0), 0x10774762089887a8ull);
 }
 
-TEST(Checksum, EmptyRangeIsZero) { EXPECT_EQ(checksum_range(nullptr, 2, 0, 17), 0u); }
+TEST(Checksum, EmptyRangeIsZero) {
+  EXPECT_EQ(checksum_range(nullptr, 2, 0, 17), 0u);
+}
 
 // The vectorised block path must equal the definition computed one element at a time.
 TEST(Checksum, MatchesDefinitionAcrossBlockBoundaries) {

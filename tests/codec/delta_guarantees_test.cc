@@ -151,7 +151,8 @@ TEST(DeltaViews, ApplyIntoAStridedSliceOfAPackedParameter) {
       for (int64_t c = 0; c < C; ++c) {
         const size_t at = ((e * R + r) * C + c) * 2;
         const bool in_slice = e == 2 && c >= H;
-        const uint8_t* want = in_slice ? slice_new.data() + (r * H + (c - H)) * 2 : before.data() + at;
+        const uint8_t* want =
+            in_slice ? slice_new.data() + (r * H + (c - H)) * 2 : before.data() + at;
         ASSERT_EQ(std::memcmp(packed.data() + at, want, 2), 0) << e << "," << r << "," << c;
       }
     }

@@ -46,8 +46,10 @@ struct ModeCase {
   const char* name;
   uint32_t modes;
 };
-const ModeCase kModes[] = {{"any", kAllowAllModes},      {"rice", kAllowRice},
-                           {"streamvbyte", kAllowStreamVByte}, {"bitmap", kAllowBitmap},
+const ModeCase kModes[] = {{"any", kAllowAllModes},
+                           {"rice", kAllowRice},
+                           {"streamvbyte", kAllowStreamVByte},
+                           {"bitmap", kAllowBitmap},
                            {"raw", kAllowRaw}};
 const DType kTypes[] = {DType::kF8E4M3FN, DType::kBF16, DType::kF16, DType::kF32};
 
@@ -92,9 +94,14 @@ TEST(DeltaRoundTrip, SingleElementAndEmptyTensor) {
 }
 
 TEST(DeltaRoundTrip, FloatSpecialValuesKeepTheirExactBits) {
-  const float specials[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity(),
-                            std::numeric_limits<float>::denorm_min(), -1e-40f, 1.0f, -1.0f};
+                            std::numeric_limits<float>::denorm_min(),
+                            -1e-40f,
+                            1.0f,
+                            -1.0f};
   const uint32_t nan_payloads[] = {0x7FC00000u, 0x7FC00001u, 0xFFFFFFFFu, 0x7F800001u};
   std::vector<uint32_t> old_v, new_v;
   for (float f : specials) {
@@ -117,7 +124,8 @@ TEST(DeltaRoundTrip, FloatSpecialValuesKeepTheirExactBits) {
     std::memcpy(out.data(), v.data(), out.size());
     return out;
   };
-  for (const auto& m : kModes) expect_round_trip(bytes(old_v), bytes(new_v), DType::kF32, 64, m.modes);
+  for (const auto& m : kModes)
+    expect_round_trip(bytes(old_v), bytes(new_v), DType::kF32, 64, m.modes);
   // The same in bf16: the high halves.
   std::vector<uint8_t> o16, n16;
   for (size_t i = 0; i < old_v.size(); ++i) {

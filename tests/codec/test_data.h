@@ -37,8 +37,10 @@ inline std::vector<uint8_t> perturb(const std::vector<uint8_t>& base, size_t es,
     std::memcpy(&v, out.data() + i * es, es);
     int step = small(rng);
     if (step == 0) step = 1;
-    if (rng() % 50 == 0) v ^= 1u << (es * 8 - 1);  // sign flip
-    else v += static_cast<uint32_t>(step);
+    if (rng() % 50 == 0)
+      v ^= 1u << (es * 8 - 1);  // sign flip
+    else
+      v += static_cast<uint32_t>(step);
     std::memcpy(out.data() + i * es, &v, es);
   }
   return out;

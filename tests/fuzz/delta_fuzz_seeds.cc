@@ -20,7 +20,7 @@ std::vector<std::vector<uint8_t>> make_delta_seeds() {
                            uint32_t{kAllowBitmap}, uint32_t{kAllowRaw}, uint32_t{kAllowAllModes}}) {
       for (size_t n : {size_t{1}, size_t{200}, size_t{1000}}) {
         std::vector<uint8_t> a(n * es), b;
-        for (auto& x : a) x = static_cast<uint8_t>(rng());
+        for (size_t i = 0; i < a.size(); ++i) a[i] = fuzz_base_byte(i);
         b = a;
         for (size_t i = 0; i < n; ++i) {
           if (rng() % 8 == 0 || n == 1) b[i * es] += static_cast<uint8_t>(1 + rng() % 3);

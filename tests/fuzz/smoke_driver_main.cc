@@ -30,15 +30,33 @@ int main(int argc, char** argv) {
     for (int e = 0; e < edits && !input.empty(); ++e) {
       const size_t at = rng() % input.size();
       switch (rng() % 4) {
-        case 0: input[at] ^= static_cast<uint8_t>(1u << (rng() % 8)); break;
-        case 1: input[at] = static_cast<uint8_t>(rng()); break;
-        case 2: input.resize(at); break;
-        default: input.insert(input.begin() + static_cast<long>(at), static_cast<uint8_t>(rng())); break;
+        case 0:
+          input[at] ^= static_cast<uint8_t>(1u << (rng() % 8));
+          break;
+        case 1:
+          input[at] = static_cast<uint8_t>(rng());
+          break;
+        case 2:
+          input.resize(at);
+          break;
+        default:
+          input.insert(input.begin() + static_cast<long>(at), static_cast<uint8_t>(rng()));
+          break;
       }
     }
     LLVMFuzzerTestOneInput(input.data(), input.size());
   }
-  std::printf("delta fuzz smoke: %zu seeds and %ld mutated inputs, no invariant broken\n",
-              seeds.size(), iterations);
+  const auto& c = weightcast::fuzzing::delta_fuzz_counts;
+  std::printf(
+      "delta fuzz smoke: %zu seeds + %ld mutated inputs: %llu parsed, %llu applied and verified, "
+      "%llu refused with memory unchanged\n",
+      seeds.size(), iterations, static_cast<unsigned long long>(c.parsed),
+      static_cast<unsigned long long>(c.applied), static_cast<unsigned long long>(c.apply_refused));
+  // The mutations must reach both outcomes of apply, or this run proved little.
+  if (c.applied < seeds.size() || c.apply_refused == 0) {
+    std::fprintf(stderr,
+                 "delta fuzz smoke: inputs did not reach apply's success and failure paths\n");
+    return 1;
+  }
   return 0;
 }

@@ -6,7 +6,9 @@
 
 int main(int argc, char** argv) {
   if (argc != 2 || std::string(argv[1]) == "--help") {
-    std::fprintf(stderr, "usage: %s DIR\nWrites the delta fuzz seed corpus into DIR (which must exist).\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s DIR\nWrites the delta fuzz seed corpus into DIR (which must exist).\n",
+                 argv[0]);
     return argc == 2 ? 0 : 2;
   }
   const auto seeds = weightcast::fuzzing::make_delta_seeds();

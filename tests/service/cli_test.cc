@@ -44,8 +44,9 @@ void write_file(const fs::path& p, const std::vector<uint8_t>& bytes) {
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("weightcast_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("weightcast_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
     std::mt19937 rng(5);
     old_.resize(100000 * 2);
@@ -64,10 +65,11 @@ class CliTest : public ::testing::Test {
 
 TEST_F(CliTest, EncodeApplyInspectRoundTrip) {
   CliRun enc = run("delta encode --dtype bf16 --old " + p("old.bin") + " --new " + p("new.bin") +
-                " -o " + p("d.wcd") + " --version 7 --base-version 6");
+                   " -o " + p("d.wcd") + " --version 7 --base-version 6");
   ASSERT_EQ(enc.exit_code, 0) << enc.output;
   write_file(dir_ / "target.bin", old_);
-  CliRun app = run("delta apply --dtype bf16 --delta " + p("d.wcd") + " --target " + p("target.bin"));
+  CliRun app =
+      run("delta apply --dtype bf16 --delta " + p("d.wcd") + " --target " + p("target.bin"));
   ASSERT_EQ(app.exit_code, 0) << app.output;
   EXPECT_EQ(read_file(dir_ / "target.bin"), new_);
 
@@ -88,7 +90,10 @@ TEST_F(CliTest, EncodeApplyInspectRoundTrip) {
 }
 
 TEST_F(CliTest, ApplyTwiceIsRefusedAndLeavesTheFile) {
-  ASSERT_EQ(run("delta encode --old " + p("old.bin") + " --new " + p("new.bin") + " -o " + p("d.wcd")).exit_code, 0);
+  ASSERT_EQ(
+      run("delta encode --old " + p("old.bin") + " --new " + p("new.bin") + " -o " + p("d.wcd"))
+          .exit_code,
+      0);
   write_file(dir_ / "target.bin", old_);
   ASSERT_EQ(run("delta apply --delta " + p("d.wcd") + " --target " + p("target.bin")).exit_code, 0);
   CliRun again = run("delta apply --delta " + p("d.wcd") + " --target " + p("target.bin"));
@@ -99,7 +104,10 @@ TEST_F(CliTest, ApplyTwiceIsRefusedAndLeavesTheFile) {
 }
 
 TEST_F(CliTest, CorruptDeltaFileIsRejectedByName) {
-  ASSERT_EQ(run("delta encode --old " + p("old.bin") + " --new " + p("new.bin") + " -o " + p("d.wcd")).exit_code, 0);
+  ASSERT_EQ(
+      run("delta encode --old " + p("old.bin") + " --new " + p("new.bin") + " -o " + p("d.wcd"))
+          .exit_code,
+      0);
   auto bytes = read_file(dir_ / "d.wcd");
   bytes[bytes.size() / 2] ^= 0x40;
   write_file(dir_ / "bad.wcd", bytes);
@@ -114,12 +122,17 @@ TEST_F(CliTest, CorruptDeltaFileIsRejectedByName) {
 TEST_F(CliTest, MismatchedSizesAndDtypesAreClearErrors) {
   std::vector<uint8_t> odd(old_.begin(), old_.begin() + 1001);
   write_file(dir_ / "odd.bin", odd);
-  CliRun r = run("delta encode --old " + p("odd.bin") + " --new " + p("odd.bin") + " -o " + p("d.wcd"));
+  CliRun r =
+      run("delta encode --old " + p("odd.bin") + " --new " + p("odd.bin") + " -o " + p("d.wcd"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("bf16"), std::string::npos) << r.output;
-  ASSERT_EQ(run("delta encode --old " + p("old.bin") + " --new " + p("new.bin") + " -o " + p("d.wcd")).exit_code, 0);
+  ASSERT_EQ(
+      run("delta encode --old " + p("old.bin") + " --new " + p("new.bin") + " -o " + p("d.wcd"))
+          .exit_code,
+      0);
   write_file(dir_ / "target.bin", old_);
-  CliRun wrong = run("delta apply --dtype f16 --delta " + p("d.wcd") + " --target " + p("target.bin"));
+  CliRun wrong =
+      run("delta apply --dtype f16 --delta " + p("d.wcd") + " --target " + p("target.bin"));
   EXPECT_EQ(wrong.exit_code, 1);
   EXPECT_NE(wrong.output.find("--dtype"), std::string::npos) << wrong.output;
 }
