@@ -14,28 +14,27 @@ namespace weightcast {
 
 class BitWriter {
  public:
-  // Appends at most `max_bits` bits to `out`; the space is reserved once, up front, so that
-  // each put is a shift and an occasional 4-byte store. flush() (or the destructor) trims
-  // `out` to the bytes actually written.
-  BitWriter(std::vector<uint8_t>* out, uint64_t max_bits) : out_(out), start_(out->size()) {
-    out_->resize(start_ + static_cast<size_t>((max_bits + 7) / 8) + 8);
-    pos_ = start_;
+  // Appends at most `max_bits` bits to `out`. The space (plus 8 bytes of slack) is reserved
+  // once, up front, so a put is a few shifts and one unconditional 8-byte store. `out` must not
+  // be touched while the writer lives; flush() (or the destructor) trims it to the bytes
+  // actually written.
+  BitWriter(std::vector<uint8_t>* out, uint64_t max_bits) : out_(out) {
+    const size_t start = out_->size();
+    out_->resize(start + static_cast<size_t>((max_bits + 7) / 8) + 8);
+    p_ = out_->data() + start;
   }
   ~BitWriter() { flush(); }
   BitWriter(const BitWriter&) = delete;
   BitWriter& operator=(const BitWriter&) = delete;
 
-  // Appends the low `bits` (0..32) bits of `value`.
+  // Appends the low `bits` (0..32) bits of `value`; higher bits of `value` must be zero.
   void put(uint32_t value, unsigned bits) {
-    acc_ |= static_cast<uint64_t>(value & mask(bits)) << fill_;
+    acc_ |= static_cast<uint64_t>(value) << fill_;
     fill_ += bits;
-    if (fill_ >= 32) {
-      const auto word = static_cast<uint32_t>(acc_);
-      std::memcpy(out_->data() + pos_, &word, 4);
-      pos_ += 4;
-      acc_ >>= 32;
-      fill_ -= 32;
-    }
+    std::memcpy(p_, &acc_, 8);
+    p_ += fill_ >> 3;
+    acc_ >>= fill_ & ~7u;  // fill_ <= 39, so the shift is at most 32
+    fill_ &= 7;
   }
   // Appends `count` one bits followed by a zero bit (the unary part of a Rice code).
   void put_unary(uint64_t count) {
@@ -45,22 +44,21 @@ class BitWriter {
     }
     put(static_cast<uint32_t>((1u << count) - 1), static_cast<unsigned>(count) + 1);
   }
-  // Pads with zero bits to a byte boundary and writes out what is buffered.
+  // Pads with zero bits to a byte boundary and trims the vector.
   void flush() {
-    while (fill_ > 0) {
-      (*out_)[pos_++] = static_cast<uint8_t>(acc_);
-      acc_ >>= 8;
-      fill_ = fill_ > 8 ? fill_ - 8 : 0;
+    if (out_ == nullptr) return;
+    if (fill_ > 0) {
+      *p_ = static_cast<uint8_t>(acc_);
+      ++p_;
     }
-    acc_ = 0;
-    out_->resize(pos_);
+    out_->resize(static_cast<size_t>(p_ - out_->data()));
+    out_ = nullptr;
   }
   static uint32_t mask(unsigned bits) { return bits >= 32 ? 0xFFFFFFFFu : (1u << bits) - 1; }
 
  private:
   std::vector<uint8_t>* out_;
-  size_t start_;
-  size_t pos_;
+  uint8_t* p_;
   uint64_t acc_ = 0;
   unsigned fill_ = 0;
 };
@@ -71,13 +69,14 @@ class BitReader {
 
   // Reads `bits` (0..32) bits.
   uint32_t get(unsigned bits) {
-    if (bits == 0) return 0;
-    refill();
     if (fill_ < bits) {
-      overrun_ = true;
-      fill_ = 0;
-      acc_ = 0;
-      return 0;
+      refill();
+      if (fill_ < bits) {
+        overrun_ = true;
+        fill_ = 0;
+        acc_ = 0;
+        return 0;
+      }
     }
     const auto v = static_cast<uint32_t>(acc_ & BitWriter::mask(bits));
     acc_ >>= bits;
@@ -89,7 +88,7 @@ class BitReader {
   uint64_t get_unary(uint64_t limit) {
     uint64_t count = 0;
     for (;;) {
-      refill();
+      if (fill_ < 32) refill();
       if (fill_ == 0) {
         overrun_ = true;
         return count;
@@ -117,6 +116,17 @@ class BitReader {
 
  private:
   void refill() {
+    if (fill_ > 56) return;
+    if (bytes_.size() - pos_ >= 8) {  // fast path: one 8-byte load tops the buffer up
+      uint64_t word;
+      std::memcpy(&word, bytes_.data() + pos_, 8);
+      acc_ |= word << fill_;
+      const unsigned take = (63 - fill_) >> 3;
+      pos_ += take;
+      fill_ += take * 8;
+      if (fill_ < 64) acc_ &= (uint64_t{1} << fill_) - 1;  // drop the bytes not taken
+      return;
+    }
     while (fill_ <= 56 && pos_ < bytes_.size()) {
       acc_ |= static_cast<uint64_t>(bytes_[pos_++]) << fill_;
       fill_ += 8;

@@ -100,15 +100,20 @@ void encode_rice_gaps(std::span<const uint32_t> positions, unsigned k, std::vect
   uint64_t bits = positions.size() * (uint64_t{k} + 1);
   for_each_gap(positions, [&](uint32_t g) { bits += g >> k; });
   BitWriter w(out, bits);
-  for_each_gap(positions, [&](uint32_t g) {
+  const uint32_t low_mask = BitWriter::mask(k);
+  // A plain loop (no lambda capturing the writer) lets the compiler keep its state in registers.
+  uint32_t next = 0;
+  for (const uint32_t p : positions) {
+    const uint32_t g = p - next;
+    next = p + 1;
     const uint32_t q = g >> k;
-    if (q + 1 + k < 32) {  // the common case: one put for the whole code
-      w.put((((1u << q) - 1)) | ((g & BitWriter::mask(k)) << (q + 1)), q + 1 + k);
+    if (q + 1 + k < 32) [[likely]] {  // one put for the whole code
+      w.put(((1u << q) - 1) | ((g & low_mask) << (q + 1)), q + 1 + k);
     } else {
       w.put_unary(q);
-      w.put(g & BitWriter::mask(k), k);
+      w.put(g & low_mask, k);
     }
-  });
+  }
 }
 
 Status decode_rice_gaps(std::span<const uint8_t> section, uint32_t count, unsigned k,

@@ -45,22 +45,24 @@ void pack_values(std::span<const uint32_t> values, unsigned w, const ValuePackin
   const unsigned b = plan.bits;
   const uint32_t low_mask = BitWriter::mask(b);
   const uint64_t n = values.size();
+  thread_local std::vector<uint32_t> exception_index;
+  exception_index.clear();
   {
     BitWriter low(out, n * b);
-    for (uint32_t v : values) low.put(v & low_mask, b);
-  }
-  if (plan.exceptions == 0) return;
-  const unsigned iw = index_bits(static_cast<uint32_t>(values.size()));
-  {
-    BitWriter idx(out, uint64_t{plan.exceptions} * iw);
-    for (uint32_t i = 0; i < values.size(); ++i) {
-      if (b < 32 && (values[i] >> b) != 0) idx.put(i, iw);
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t v = values[i];
+      low.put(v & low_mask, b);
+      if (v > low_mask) exception_index.push_back(i);
     }
   }
-  BitWriter high(out, uint64_t{plan.exceptions} * (w - b));
-  for (uint32_t v : values) {
-    if (b < 32 && (v >> b) != 0) high.put(v >> b, w - b);
+  if (plan.exceptions == 0) return;
+  const unsigned iw = index_bits(static_cast<uint32_t>(n));
+  {
+    BitWriter idx(out, uint64_t{plan.exceptions} * iw);
+    for (uint32_t i : exception_index) idx.put(i, iw);
   }
+  BitWriter high(out, uint64_t{plan.exceptions} * (w - b));
+  for (uint32_t i : exception_index) high.put(values[i] >> b, w - b);  // b < w here
 }
 
 Status unpack_values(std::span<const uint8_t> section, uint32_t count, unsigned bits, unsigned w,
