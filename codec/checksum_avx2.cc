@@ -32,30 +32,37 @@ __attribute__((target("avx2"))) inline __m256i fmix8(__m256i h) {
   return _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
 }
 
-// Lanes hold elements j..j+7. Even and odd 32-bit lanes are widened separately:
-// _mm256_mul_epu32 multiplies the low halves of 64-bit lanes, giving exact 64-bit products.
+// Lanes hold elements j..j+7; even and odd 32-bit lanes are widened into separate 64-bit
+// accumulators. No multiply by the weight (j + 1): with S = sum of m and P = sum of the running
+// S after each step, a lane that saw m_0..m_{T-1} at steps t has sum t * m_t = T * S - P, so
+// only additions run per element (the fmix multiplies are the only ones left).
 template <size_t ES>
 __attribute__((target("avx2"))) void sums(const uint8_t* p, uint32_t n, uint64_t* s_out,
                                           uint64_t* w_out) {
   const __m256i low32 = _mm256_set1_epi64x(0xFFFFFFFF);
-  const __m256i eight = _mm256_set1_epi32(8);
-  __m256i weight = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8);
-  __m256i s = _mm256_setzero_si256(), w = _mm256_setzero_si256();
-  uint32_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const __m256i m = fmix8(load8<ES>(p + size_t{j} * ES));
-    const __m256i m_odd = _mm256_srli_epi64(m, 32);
-    s = _mm256_add_epi64(s, _mm256_add_epi64(_mm256_and_si256(m, low32), m_odd));
-    w = _mm256_add_epi64(w, _mm256_mul_epu32(m, weight));
-    w = _mm256_add_epi64(w, _mm256_mul_epu32(m_odd, _mm256_srli_epi64(weight, 32)));
-    weight = _mm256_add_epi32(weight, eight);
+  __m256i s_even = _mm256_setzero_si256(), s_odd = _mm256_setzero_si256();
+  __m256i p_even = _mm256_setzero_si256(), p_odd = _mm256_setzero_si256();
+  const uint32_t steps = n / 8;
+  for (uint32_t t = 0; t < steps; ++t) {
+    const __m256i m = fmix8(load8<ES>(p + size_t{t} * 8 * ES));
+    s_even = _mm256_add_epi64(s_even, _mm256_and_si256(m, low32));
+    s_odd = _mm256_add_epi64(s_odd, _mm256_srli_epi64(m, 32));
+    p_even = _mm256_add_epi64(p_even, s_even);
+    p_odd = _mm256_add_epi64(p_odd, s_odd);
   }
-  alignas(32) uint64_t sl[4], wl[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(sl), s);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(wl), w);
-  uint64_t s_total = sl[0] + sl[1] + sl[2] + sl[3];
-  uint64_t w_total = wl[0] + wl[1] + wl[2] + wl[3];
-  for (; j < n; ++j) {
+  alignas(32) uint64_t se[4], so[4], pe[4], po[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(se), s_even);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(so), s_odd);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(pe), p_even);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(po), p_odd);
+  uint64_t s_total = 0, w_total = 0;
+  for (uint64_t i = 0; i < 4; ++i) {
+    // 64-bit lane i holds elements 8t + 2i (even) and 8t + 2i + 1 (odd).
+    s_total += se[i] + so[i];
+    w_total += 8 * (steps * se[i] - pe[i]) + (2 * i + 1) * se[i];
+    w_total += 8 * (steps * so[i] - po[i]) + (2 * i + 2) * so[i];
+  }
+  for (uint32_t j = steps * 8; j < n; ++j) {
     uint32_t bits = 0;
     __builtin_memcpy(&bits, p + size_t{j} * ES, ES);
     const uint64_t m = checksum_fmix32(bits ^ kChecksumSeed32);
