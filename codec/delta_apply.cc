@@ -77,20 +77,10 @@ class ChunkApplier {
       const uint64_t count = dest_end_ - dest_first_;
       const uint32_t* pos = chunk.positions.data();
       const uint32_t* val = chunk.values.data();
-      switch (es_) {
-        case 1:
-          out->checksum_change = kernels::apply_values<uint8_t>(
-              base_, pos, val, chunk.changed, first_pos, count, start, &out->changed);
-          break;
-        case 2:
-          out->checksum_change = kernels::apply_values<uint16_t>(
-              base_, pos, val, chunk.changed, first_pos, count, start, &out->changed);
-          break;
-        default:
-          out->checksum_change = kernels::apply_values<uint32_t>(
-              base_, pos, val, chunk.changed, first_pos, count, start, &out->changed);
-          break;
-      }
+      out->checksum_change = kernels::dispatch(es_, [&]<typename U>() {
+        return kernels::apply_values<U>(base_, pos, val, chunk.changed, first_pos, count, start,
+                                        &out->changed);
+      });
       return;
     }
     for (uint32_t k = 0; k < chunk.changed; ++k) {
@@ -117,17 +107,9 @@ class ChunkApplier {
       const uint64_t count = dest_end_ - dest_first_;
       const uint32_t* pos = chunk.positions.data();
       const uint32_t* val = chunk.values.data();
-      switch (es_) {
-        case 1:
-          kernels::revert_values<uint8_t>(base_, pos, val, chunk.changed, first_pos, count);
-          break;
-        case 2:
-          kernels::revert_values<uint16_t>(base_, pos, val, chunk.changed, first_pos, count);
-          break;
-        default:
-          kernels::revert_values<uint32_t>(base_, pos, val, chunk.changed, first_pos, count);
-          break;
-      }
+      kernels::dispatch(es_, [&]<typename U>() {
+        kernels::revert_values<U>(base_, pos, val, chunk.changed, first_pos, count);
+      });
       return;
     }
     for (uint32_t k = 0; k < chunk.changed; ++k) {

@@ -38,20 +38,10 @@ void encode_chunk(const uint8_t* old_bytes, const uint8_t* new_bytes, uint32_t l
   const auto w = static_cast<unsigned>(es * 8);
   scratch.values.resize(n);
   uint32_t* values = scratch.values.data();
-  switch (es) {
-    case 1:
-      out->checksum_change = kernels::encode_values<uint8_t>(old_bytes, new_bytes, positions.data(),
-                                                             n, global_first, values);
-      break;
-    case 2:
-      out->checksum_change = kernels::encode_values<uint16_t>(
-          old_bytes, new_bytes, positions.data(), n, global_first, values);
-      break;
-    default:
-      out->checksum_change = kernels::encode_values<uint32_t>(
-          old_bytes, new_bytes, positions.data(), n, global_first, values);
-      break;
-  }
+  out->checksum_change = kernels::dispatch(es, [&]<typename U>() {
+    return kernels::encode_values<U>(old_bytes, new_bytes, positions.data(), n, global_first,
+                                     values);
+  });
 
   const ValuePackingPlan vplan = plan_value_packing(scratch.values, w);
   const RicePlan rice = plan_rice_gaps(positions);

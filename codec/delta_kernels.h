@@ -11,6 +11,20 @@
 
 namespace weightcast::kernels {
 
+// Calls fn.template operator()<U>() with U the unsigned type of `elem_size` bytes (1, 2 or 4),
+// so each caller writes its typed loop once: dispatch(es, [&]<typename U>() { ... }).
+template <typename F>
+decltype(auto) dispatch(size_t elem_size, F&& fn) {
+  switch (elem_size) {
+    case 1:
+      return fn.template operator()<uint8_t>();
+    case 2:
+      return fn.template operator()<uint16_t>();
+    default:
+      return fn.template operator()<uint32_t>();
+  }
+}
+
 template <typename U>
 inline U load(const uint8_t* p) {
   U v;
