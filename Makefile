@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build demo test test-asan bench fuzz format clean
+.PHONY: all deps configure build pyenv demo test test-asan bench fuzz format clean
 
 all: build
 
@@ -14,7 +14,12 @@ deps:
 	@cmake/install_deps.sh
 
 configure: deps
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DWEIGHTCAST_INTEROP_PYTHON=$(CURDIR)/$(BUILD)/pyenv/bin/python $(CMAKE_ARGS)
+
+# Python with torch (Debian) and safetensors (PyPI) for the interop tests.
+pyenv: deps
+	@cmake/setup_python_env.sh $(BUILD)/pyenv
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -24,7 +29,7 @@ build: configure
 demo: build
 	@$(BUILD)/examples/weightcast_demo
 
-test: build
+test: build pyenv
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build with clang, including the libFuzzer runs.

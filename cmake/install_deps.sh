@@ -16,7 +16,8 @@ packages=(
   libzstd-dev                       # entropy stage for the filesystem path
   libcli11-dev nlohmann-json3-dev   # command line and JSON output
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3
+  python3 python3-venv python3-torch # interop tests: torch.load(weights_only=True) reads our files
+  zlib1g-dev                        # CRC32 of zip entries (torch.save artifacts)
 )
 
 if [[ "${1:-}" == "--print" ]]; then

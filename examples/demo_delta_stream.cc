@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
     char name[64];
     std::snprintf(name, sizeof(name), "/step-%06d.wcd", step);
     last_step = dir + name;
-    if (auto s = wc::replace_file_atomically(last_step, file); !s.ok()) {
+    if (auto s = wc::write_file_atomically(last_step, file); !s.ok()) {
       std::fprintf(stderr, "demo: %s\n", s.to_string().c_str());
       return 1;
     }
@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
   if (bytes.ok()) {
     (*bytes)[bytes->size() / 2] ^= 0x10;
     const std::string bad = dir + "/corrupted.wcd";
-    if (wc::replace_file_atomically(bad, *bytes).ok()) {
+    if (wc::write_file_atomically(bad, *bytes).ok()) {
       auto corrupt = engine_apply_step(bad, engine, trainer, &pool);
       std::printf("applying a corrupted copy: %s\n",
                   corrupt.ok() ? "ACCEPTED (bug!)" : corrupt.to_string().c_str());

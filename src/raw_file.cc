@@ -6,26 +6,12 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 
 namespace weightcast {
 namespace {
 
 Status errno_status(const std::string& what, const std::string& path) {
   return io_error(what + " '" + path + "': " + std::strerror(errno));
-}
-
-Status write_all(int fd, std::span<const uint8_t> bytes, const std::string& path) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno_status("cannot write", path);
-    }
-    done += static_cast<size_t>(n);
-  }
-  return ok_status();
 }
 
 }  // namespace
@@ -64,29 +50,6 @@ Result<std::vector<uint8_t>> read_whole_file(const std::string& path, uint64_t m
   }
   ::close(fd);
   return bytes;
-}
-
-Status replace_file_atomically(const std::string& path, std::span<const uint8_t> bytes) {
-  const std::filesystem::path target(path);
-  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
-  const std::string temp =
-      (dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()))).string();
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return errno_status("cannot create", temp);
-  Status s = write_all(fd, bytes, temp);
-  if (s.ok() && ::fsync(fd) != 0) s = errno_status("cannot fsync", temp);
-  if (::close(fd) != 0 && s.ok()) s = errno_status("cannot close", temp);
-  if (s.ok() && ::rename(temp.c_str(), path.c_str()) != 0)
-    s = errno_status("cannot rename onto", path);
-  if (!s.ok()) {
-    ::unlink(temp.c_str());
-    return s;
-  }
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return errno_status("cannot open directory", dir.string());
-  if (::fsync(dfd) != 0) s = errno_status("cannot fsync directory", dir.string());
-  ::close(dfd);
-  return s;
 }
 
 }  // namespace weightcast

@@ -56,7 +56,7 @@ Status run_encode(const EncodeArgs& a) {
     return encoded.status().with_context("encoding " + a.old_path + " -> " + a.new_path);
   std::vector<uint8_t> file = delta_file_header(1);
   file.insert(file.end(), encoded->record.begin(), encoded->record.end());
-  RETURN_IF_ERROR(replace_file_atomically(a.out_path, file));
+  RETURN_IF_ERROR(write_file_atomically(a.out_path, file));
   const auto& h = encoded->header;
   const double bits =
       h.changed == 0 ? 0.0 : 8.0 * static_cast<double>(encoded->record.size()) / h.changed;
@@ -111,7 +111,7 @@ Status run_apply(const ApplyArgs& a) {
   o.pool = pool.get();
   auto report = apply_delta(rec, dest, o);
   if (!report.ok()) return report.status().with_context("'" + a.target_path + "' left unchanged");
-  RETURN_IF_ERROR(replace_file_atomically(a.target_path, target));
+  RETURN_IF_ERROR(write_file_atomically(a.target_path, target));
   std::printf("%s: applied %llu changes, version %llu -> %llu, checksum %s verified\n",
               a.target_path.c_str(), static_cast<unsigned long long>(report->changed),
               static_cast<unsigned long long>(rec.header.base_version),

@@ -1,0 +1,156 @@
+#include "transport/file_io.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace weightcast {
+namespace {
+
+Status errno_status(const std::string& what, const std::string& path) {
+  return io_error(what + " '" + path + "': " + std::strerror(errno));
+}
+
+std::string parent_dir(const std::string& path) {
+  const std::filesystem::path p(path);
+  return p.has_parent_path() ? p.parent_path().string() : ".";
+}
+
+}  // namespace
+
+Result<MappedFile> MappedFile::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno_status("cannot open", path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    Status s = S_ISREG(st.st_mode) ? errno_status("cannot stat", path)
+                                   : invalid_argument("'" + path + "' is not a regular file");
+    ::close(fd);
+    return s;
+  }
+  MappedFile f;
+  f.path_ = path;
+  f.size_ = static_cast<size_t>(st.st_size);
+  if (f.size_ > 0) {
+    void* p = ::mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      Status s = errno_status("cannot map", path);
+      ::close(fd);
+      return s;
+    }
+    f.data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);
+  return f;
+}
+
+MappedFile::MappedFile(MappedFile&& o) noexcept
+    : path_(std::move(o.path_)), data_(o.data_), size_(o.size_) {
+  o.data_ = nullptr;
+  o.size_ = 0;
+}
+
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+  if (this != &o) {
+    if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+    path_ = std::move(o.path_);
+    data_ = o.data_;
+    size_ = o.size_;
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+Result<AtomicFileWriter> AtomicFileWriter::create(const std::string& path) {
+  AtomicFileWriter w;
+  w.path_ = path;
+  const std::filesystem::path p(path);
+  w.temp_ = (std::filesystem::path(parent_dir(path)) /
+             ("." + p.filename().string() + ".tmp." + std::to_string(::getpid())))
+                .string();
+  w.fd_ = ::open(w.temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (w.fd_ < 0) return errno_status("cannot create", w.temp_);
+  return w;
+}
+
+AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& o) noexcept
+    : path_(std::move(o.path_)),
+      temp_(std::move(o.temp_)),
+      fd_(o.fd_),
+      written_(o.written_),
+      committed_(o.committed_) {
+  o.fd_ = -1;
+  o.committed_ = true;
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
+}
+
+Status AtomicFileWriter::write(std::span<const uint8_t> bytes) {
+  if (fd_ < 0) return internal_error("write to '" + path_ + "' after commit");
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno_status("cannot write", temp_);
+    }
+    done += static_cast<size_t>(n);
+  }
+  written_ += bytes.size();
+  return ok_status();
+}
+
+ByteSink AtomicFileWriter::sink() {
+  return [this](std::span<const uint8_t> bytes) { return write(bytes); };
+}
+
+Status AtomicFileWriter::commit() {
+  if (fd_ < 0) return internal_error("'" + path_ + "' committed twice");
+  if (::fsync(fd_) != 0) return errno_status("cannot fsync", temp_);
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    return errno_status("cannot close", temp_);
+  }
+  fd_ = -1;
+  if (::rename(temp_.c_str(), path_.c_str()) != 0) return errno_status("cannot rename onto", path_);
+  committed_ = true;
+  return fsync_directory(parent_dir(path_));
+}
+
+Status write_file_atomically(const std::string& path, std::span<const uint8_t> bytes) {
+  ASSIGN_OR_RETURN(AtomicFileWriter w, AtomicFileWriter::create(path));
+  RETURN_IF_ERROR(w.write(bytes));
+  return w.commit();
+}
+
+Status fsync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno_status("cannot open directory", dir);
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return errno_status("cannot fsync directory", dir);
+  return ok_status();
+}
+
+Status remove_file_durably(const std::string& path) {
+  if (::unlink(path.c_str()) != 0) {
+    if (errno == ENOENT) return ok_status();
+    return errno_status("cannot remove", path);
+  }
+  return fsync_directory(parent_dir(path));
+}
+
+}  // namespace weightcast
