@@ -33,9 +33,10 @@ test: build pyenv
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build with clang, including the libFuzzer runs.
-test-asan: deps
+test-asan: deps pyenv
 	@CC=clang CXX=clang++ cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-	  -DWEIGHTCAST_SANITIZE=ON -DWEIGHTCAST_FUZZ=ON $(CMAKE_ARGS)
+	  -DWEIGHTCAST_SANITIZE=ON -DWEIGHTCAST_FUZZ=ON \
+	  -DWEIGHTCAST_INTEROP_PYTHON=$(CURDIR)/$(BUILD)/pyenv/bin/python $(CMAKE_ARGS)
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -E 'Cli\.BenchDelta'
@@ -43,11 +44,14 @@ test-asan: deps
 bench: build
 	@bench/run_delta_bench.sh $(BUILD)/src/weightcast
 
-# A longer coverage-guided run of the delta fuzz target (FUZZ_SECONDS, default 120).
+# A longer coverage-guided run of every fuzz target (FUZZ_SECONDS each, default 60).
 fuzz: test-asan
-	@mkdir -p $(ASAN_BUILD)/fuzz-corpus
-	@$(ASAN_BUILD)/tests/fuzz/delta_fuzz_seeds $(ASAN_BUILD)/fuzz-corpus
-	@$(ASAN_BUILD)/tests/fuzz/delta_fuzz -max_total_time=$${FUZZ_SECONDS:-120} $(ASAN_BUILD)/fuzz-corpus
+	@for t in delta safetensors zip torch_artifact; do \
+	  mkdir -p $(ASAN_BUILD)/fuzz-corpus/$$t; \
+	  if [ $$t = delta ]; then $(ASAN_BUILD)/tests/fuzz/delta_fuzz_seeds $(ASAN_BUILD)/fuzz-corpus/$$t; \
+	  else $(ASAN_BUILD)/tests/fuzz/$${t}_smoke --write-seeds $(ASAN_BUILD)/fuzz-corpus/$$t; fi; \
+	  $(ASAN_BUILD)/tests/fuzz/$${t}_fuzz -max_total_time=$${FUZZ_SECONDS:-60} $(ASAN_BUILD)/fuzz-corpus/$$t || exit 1; \
+	done
 
 format:
 	@git ls-files '*.cc' '*.h' '*.cu' '*.cuh' | xargs clang-format -i

@@ -1,9 +1,11 @@
 #include "codec/torch_pickle.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "codec/byte_io.h"
 
@@ -250,25 +252,15 @@ Result<std::vector<uint8_t>> write_torch_pickle(std::span<const PickledTensor> t
 
 namespace {
 
+// clang-format off
 enum class Kind : uint8_t {
-  kNone,
-  kBool,
-  kInt,
-  kString,
-  kTuple,
-  kDict,
-  kGlobal,
-  kStorage,
-  kTensor
+  kNone, kBool, kInt, kString, kTuple, kDict, kGlobal, kStorage, kTensor
 };
+// The allowed globals: what each one is.
 enum class Callable : uint8_t {
-  kRebuildV2,
-  kRebuildV3,
-  kOrderedDict,
-  kTypedStorage,
-  kUntypedStorage,
-  kDType
+  kRebuildV2, kRebuildV3, kOrderedDict, kTypedStorage, kUntypedStorage, kDType
 };
+// clang-format on
 
 // A value on the stack or in the memo: scalars inline, everything else an index into the
 // unpickler's tables. Values are never copied deeply, so memo references (BINGET) share the
@@ -296,64 +288,22 @@ struct Storage {
 };
 
 const char* op_name(uint8_t op) {
-  switch (op) {
-    case kMark:
-      return "MARK";
-    case kStop:
-      return "STOP";
-    case kBinInt:
-      return "BININT";
-    case kBinInt1:
-      return "BININT1";
-    case kBinInt2:
-      return "BININT2";
-    case kNone:
-      return "NONE";
-    case kBinPersId:
-      return "BINPERSID";
-    case kReduce:
-      return "REDUCE";
-    case kBinUnicode:
-      return "BINUNICODE";
-    case kBuild:
-      return "BUILD";
-    case kGlobal:
-      return "GLOBAL";
-    case kBinGet:
-      return "BINGET";
-    case kLongBinGet:
-      return "LONG_BINGET";
-    case kBinPut:
-      return "BINPUT";
-    case kLongBinPut:
-      return "LONG_BINPUT";
-    case kSetItem:
-      return "SETITEM";
-    case kTuple:
-      return "TUPLE";
-    case kSetItems:
-      return "SETITEMS";
-    case kEmptyDict:
-      return "EMPTY_DICT";
-    case kEmptyTuple:
-      return "EMPTY_TUPLE";
-    case kProto:
-      return "PROTO";
-    case kTuple1:
-      return "TUPLE1";
-    case kTuple2:
-      return "TUPLE2";
-    case kTuple3:
-      return "TUPLE3";
-    case kNewTrue:
-      return "NEWTRUE";
-    case kNewFalse:
-      return "NEWFALSE";
-    case kLong1:
-      return "LONG1";
-    default:
-      return nullptr;
+  // clang-format off
+  static constexpr std::pair<uint8_t, const char*> kNames[] = {
+      {kMark, "MARK"}, {kStop, "STOP"}, {kBinInt, "BININT"}, {kBinInt1, "BININT1"},
+      {kBinInt2, "BININT2"}, {kNone, "NONE"}, {kBinPersId, "BINPERSID"}, {kReduce, "REDUCE"},
+      {kBinUnicode, "BINUNICODE"}, {kBuild, "BUILD"}, {kGlobal, "GLOBAL"}, {kBinGet, "BINGET"},
+      {kLongBinGet, "LONG_BINGET"}, {kBinPut, "BINPUT"}, {kLongBinPut, "LONG_BINPUT"},
+      {kSetItem, "SETITEM"}, {kTuple, "TUPLE"}, {kSetItems, "SETITEMS"},
+      {kEmptyDict, "EMPTY_DICT"}, {kEmptyTuple, "EMPTY_TUPLE"}, {kProto, "PROTO"},
+      {kTuple1, "TUPLE1"}, {kTuple2, "TUPLE2"}, {kTuple3, "TUPLE3"}, {kNewTrue, "NEWTRUE"},
+      {kNewFalse, "NEWFALSE"}, {kLong1, "LONG1"},
+  };
+  // clang-format on
+  for (const auto& [code, name] : kNames) {
+    if (code == op) return name;
   }
+  return nullptr;
 }
 
 std::string hex_byte(uint8_t v) {
@@ -520,8 +470,9 @@ Status Unpickler::step() {
     case kEmptyTuple:
       return push_tuple({});
     case kMark:
-      if (marks_.size() >= limits_.max_mark_depth)
+      if (marks_.size() >= limits_.max_mark_depth) {
         return limit("MARKs nested deeper than the limit");
+      }
       marks_.push_back(stack_.size());
       return ok_status();
     case kBinUnicode: {

@@ -18,11 +18,13 @@
 //
 // The reader is a restricted unpickler that never executes anything: a small stack machine
 // that knows the opcodes above plus what Python's pickler emits around them (MARK, memo
-// BINPUT/BINGET, BININT*, LONG1, TUPLE*, SETITEM(S), NEWTRUE/NEWFALSE/NONE, EMPTY_LIST/APPEND(S)
-// and BUILD for a state_dict's OrderedDict metadata) and only the globals
-// torch._utils._rebuild_tensor_v2/_v3, collections.OrderedDict, the storage classes named in
-// codec/dtype.h, torch.storage.UntypedStorage and the torch dtypes of codec/dtype.h. Anything
-// else is a data_loss error naming the opcode (hex) or global and its byte offset.
+// BINPUT/BINGET and their LONG_ forms, BININT/BININT1/BININT2/LONG1, TUPLE/TUPLE1-3,
+// EMPTY_TUPLE, EMPTY_DICT, SETITEM(S), NEWTRUE/NEWFALSE/NONE, and BUILD for the `_metadata`
+// attribute of a state_dict's OrderedDict, which it drops) and only the globals
+// torch._utils._rebuild_tensor_v2/_v3, collections.OrderedDict, torch.<X>Storage for the
+// dtypes of codec/dtype.h that have one, torch.storage.UntypedStorage and torch.<dtype>. Any
+// other opcode is a data_loss error naming it in hex with its byte offset; any other global,
+// one naming the global and its offset. Protocol 2 (or 3, identical for these opcodes) only.
 #pragma once
 
 #include <cstdint>
@@ -59,10 +61,10 @@ Result<std::vector<uint8_t>> write_torch_pickle(std::span<const PickledTensor> t
 
 struct TorchPickleLimits {
   size_t max_pickle_bytes = size_t{256} << 20;
-  size_t max_stack_depth = 4096;  // values on the stack, all MARK levels together
-  size_t max_mark_depth = 64;     // nested MARKs
-  size_t max_memo_entries = size_t{1} << 22;
-  size_t max_string_bytes = 65536;  // one BINUNICODE / GLOBAL line
+  size_t max_stack_depth = 4096;              // values on the stack, all MARK levels together
+  size_t max_mark_depth = 64;                 // nested MARKs
+  size_t max_memo_entries = size_t{1} << 24;  // torch.save puts ~10 per tensor
+  size_t max_string_bytes = 65536;            // one BINUNICODE / GLOBAL line
   size_t max_tensors = size_t{1} << 20;
   size_t max_rank = 64;
 };

@@ -33,6 +33,15 @@ constexpr uint16_t kVersionClassic = 20;
 constexpr uint16_t kVersionZip64 = 45;
 constexpr uint16_t kDosDate1980 = 0x0021;  // 1980-01-01: fixed, so output is reproducible
 
+// A name as it appears in messages: control bytes shown as '?', at most 200 bytes.
+std::string shown(std::string_view name) {
+  std::string out(name.substr(0, 200));
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return name.size() > 200 ? out + "..." : out;
+}
+
 }  // namespace
 
 uint32_t zip_crc32(std::span<const uint8_t> data, uint32_t crc) {
@@ -41,13 +50,13 @@ uint32_t zip_crc32(std::span<const uint8_t> data, uint32_t crc) {
 
 Status validate_zip_entry_name(std::string_view name, size_t max_length) {
   const auto bad = [&](const char* why) {
-    return data_loss("zip entry name '" + std::string(name) + "' " + why);
+    return data_loss("zip entry name '" + shown(name) + "' " + why);
   };
   if (name.empty()) return data_loss("zip entry with an empty name");
   if (name.size() > max_length) {
     return out_of_range("zip entry name of " + std::to_string(name.size()) +
                         " bytes exceeds the limit of " + std::to_string(max_length) + " (name '" +
-                        std::string(name.substr(0, 64)) + "...')");
+                        shown(name.substr(0, 64)) + "...')");
   }
   if (name.find('\0') != std::string_view::npos) return bad("contains a NUL byte");
   if (name.find('\\') != std::string_view::npos) return bad("contains a backslash");
@@ -333,7 +342,7 @@ const ZipEntry* ZipArchive::find(std::string_view name) const {
 Status verify_zip_entry_crc(const ZipEntry& entry) {
   const uint32_t actual = zip_crc32(entry.data);
   if (actual != entry.crc32) {
-    return data_loss("zip entry '" + entry.name + "': CRC32 mismatch (stored " +
+    return data_loss("zip entry '" + shown(entry.name) + "': CRC32 mismatch (stored " +
                      hex32(entry.crc32) + ", data has " + hex32(actual) + ")");
   }
   return ok_status();
@@ -424,10 +433,11 @@ Result<ZipArchive> parse_zip(std::span<const uint8_t> file, const ZipLimits& lim
   const uint64_t cd_end = cd_offset + cd_size;
   uint64_t pos = cd_offset;
   for (uint64_t i = 0; i < count; ++i) {
-    const std::string entry_at = "central directory entry #" + std::to_string(i) + at(pos);
-    if (!fits(pos, kCentralBytes, cd_end)) return data_loss("zip: truncated " + entry_at);
+    const auto entry_at = [&] { return "central directory entry #" + std::to_string(i) + at(pos); };
+    if (!fits(pos, kCentralBytes, cd_end)) return data_loss("zip: truncated " + entry_at());
     const uint8_t* c = p + pos;
-    if (load_le<uint32_t>(c) != kCentralSig) return data_loss("zip: bad signature of " + entry_at);
+    if (load_le<uint32_t>(c) != kCentralSig)
+      return data_loss("zip: bad signature of " + entry_at());
     const uint16_t flags = load_le<uint16_t>(c + 8);
     const uint16_t method = load_le<uint16_t>(c + 10);
     const uint32_t crc = load_le<uint32_t>(c + 16);
@@ -438,11 +448,11 @@ Result<ZipArchive> parse_zip(std::span<const uint8_t> file, const ZipLimits& lim
     const size_t comment_len = load_le<uint16_t>(c + 32);
     uint64_t local = load_le<uint32_t>(c + 42);
     if (!fits(pos + kCentralBytes, name_len + extra_len + comment_len, cd_end)) {
-      return data_loss("zip: truncated " + entry_at);
+      return data_loss("zip: truncated " + entry_at());
     }
     const std::string_view name(reinterpret_cast<const char*>(c + kCentralBytes), name_len);
     RETURN_IF_ERROR(validate_zip_entry_name(name, limits.max_name_length));
-    const std::string what = "zip entry '" + std::string(name) + "'";
+    const std::string what = "zip entry '" + shown(name) + "'";
     if (flags & kFlagEncrypted) return data_loss(what + " is encrypted");
     if (method != 0) {
       return data_loss(what + " uses compression method " + std::to_string(method) +
@@ -455,8 +465,9 @@ Result<ZipArchive> parse_zip(std::span<const uint8_t> file, const ZipLimits& lim
       return data_loss(what + " is stored but its compressed size " + std::to_string(compressed) +
                        " differs from its size " + std::to_string(uncompressed));
     }
-    if (!names.insert(name).second)
-      return data_loss("zip: duplicate entry name '" + std::string(name) + "'");
+    if (!names.insert(name).second) {
+      return data_loss("zip: duplicate entry name '" + shown(name) + "'");
+    }
 
     // The local header must exist, name the same entry and agree on method, CRC and size
     // (with a data descriptor, bit 3, it may leave CRC and sizes zero, as PyTorch's does).
@@ -478,8 +489,8 @@ Result<ZipArchive> parse_zip(std::span<const uint8_t> file, const ZipLimits& lim
     const std::string_view local_name(reinterpret_cast<const char*>(l + kLocalBytes),
                                       local_name_len);
     if (local_name != name) {
-      return data_loss(what + ": local header" + at(local) + " names it '" +
-                       std::string(local_name) + "'");
+      return data_loss(what + ": local header" + at(local) + " names it '" + shown(local_name) +
+                       "'");
     }
     RETURN_IF_ERROR(resolve_zip64(std::span(l + kLocalBytes + local_name_len, local_extra_len),
                                   what + " (local header)", &local_uncompressed, &local_compressed,
@@ -527,7 +538,7 @@ Result<ZipArchive> parse_zip(std::span<const uint8_t> file, const ZipLimits& lim
     const ZipEntry& a = *by_offset[i - 1];
     const ZipEntry& b = *by_offset[i];
     if (b.local_header_offset < a.data_offset + a.data.size()) {
-      return data_loss("zip entries '" + a.name + "' and '" + b.name + "' overlap" +
+      return data_loss("zip entries '" + shown(a.name) + "' and '" + shown(b.name) + "' overlap" +
                        at(b.local_header_offset));
     }
   }

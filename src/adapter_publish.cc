@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -46,6 +47,12 @@ Status write_compact_file(const std::string& path, std::span<const TensorBytesVi
   ASSIGN_OR_RETURN(AtomicFileWriter out, AtomicFileWriter::create(path));
   RETURN_IF_ERROR(write_torch_artifact("adapter_model", storages, refs, out.sink()));
   return out.commit();
+}
+
+std::string read_marker(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::string name((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return name;
 }
 
 // Temporary files of publications that were killed (".<name>.tmp.<pid>"); one publisher
@@ -137,8 +144,11 @@ Result<AdapterPublication> publish_adapter(const std::string& dir,
     RETURN_IF_ERROR(write_safetensors_file(pub.model_path, tensors));
   }
   const std::string committed = adapter_file_name(pub.format);
-  RETURN_IF_ERROR(write_file_atomically(
-      marker, {reinterpret_cast<const uint8_t*>(committed.data()), committed.size()}));
+  // Steady state (the same format every step) finds the marker already right: no rewrite.
+  if (read_marker(marker) != committed) {
+    RETURN_IF_ERROR(write_file_atomically(
+        marker, {reinterpret_cast<const uint8_t*>(committed.data()), committed.size()}));
+  }
   RETURN_IF_ERROR(remove_file_durably(stale));
   pub.file_bytes = std::filesystem::file_size(pub.model_path, ec);
   pub.dedup_s = t1 - t0;

@@ -17,8 +17,9 @@ TensorBytesView view(const char* name, DType dtype, std::vector<int64_t> shape,
 
 TEST(Dedup, EqualBytesShareAStorageAndStatsAddUp) {
   const std::vector<uint8_t> x = {1, 2, 3, 4, 5, 6, 7, 8}, x_copy = x, y = {1, 2, 3, 4, 5, 6, 7, 9};
-  const std::vector<TensorBytesView> t = {view("a", DType::kF32, {2}, x), view("b", DType::kF32, {2}, x_copy),
-                                          view("c", DType::kF32, {2}, y), view("d", DType::kF32, {2}, x)};
+  const std::vector<TensorBytesView> t = {
+      view("a", DType::kF32, {2}, x), view("b", DType::kF32, {2}, x_copy),
+      view("c", DType::kF32, {2}, y), view("d", DType::kF32, {2}, x)};
   auto r = deduplicate(t);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->storage_of, (std::vector<uint32_t>{0, 0, 1, 0}));
@@ -31,8 +32,9 @@ TEST(Dedup, EqualBytesShareAStorageAndStatsAddUp) {
 
 TEST(Dedup, DtypeOrShapeDifferenceKeepsStoragesApart) {
   const std::vector<uint8_t> x = {1, 2, 3, 4, 5, 6, 7, 8};
-  const std::vector<TensorBytesView> t = {view("f32", DType::kF32, {2}, x), view("i32", DType::kI32, {2}, x),
-                                          view("f32x", DType::kF32, {1, 2}, x), view("bf16", DType::kBF16, {4}, x)};
+  const std::vector<TensorBytesView> t = {
+      view("f32", DType::kF32, {2}, x), view("i32", DType::kI32, {2}, x),
+      view("f32x", DType::kF32, {1, 2}, x), view("bf16", DType::kBF16, {4}, x)};
   auto r = deduplicate(t);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->stats.unique_storages, 4u);
@@ -46,9 +48,10 @@ TEST(Dedup, SignedZerosAndNanPayloadsAreDifferentValues) {
   const uint32_t nan1 = 0x7FC00001u, nan2 = 0x7FC00002u;
   std::memcpy(n1.data(), &nan1, 4);
   std::memcpy(n2.data(), &nan2, 4);
-  const std::vector<TensorBytesView> t = {view("+0", DType::kF32, {1}, a), view("-0", DType::kF32, {1}, b),
-                                          view("nan1", DType::kF32, {1}, n1), view("nan2", DType::kF32, {1}, n2),
-                                          view("nan1'", DType::kF32, {1}, n1)};
+  const std::vector<TensorBytesView> t = {
+      view("+0", DType::kF32, {1}, a), view("-0", DType::kF32, {1}, b),
+      view("nan1", DType::kF32, {1}, n1), view("nan2", DType::kF32, {1}, n2),
+      view("nan1'", DType::kF32, {1}, n1)};
   auto r = deduplicate(t);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->stats.unique_storages, 4u);

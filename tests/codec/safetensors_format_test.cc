@@ -261,7 +261,7 @@ TEST(SafetensorsFormat, PlanRejectsBadSpecs) {
   expect_bad({{"__metadata__", DType::kF32, {1}}}, "reserved");
   expect_bad({{"neg", DType::kF32, {2, -1}}}, "tensor 'neg': negative size -1 in dim 1");
   expect_bad({{"big", DType::kF64, {1 << 30, 1 << 30, 1 << 2}}}, "'big'");
-  expect_bad({{"bad\xff", DType::kF32, {1}}}, "not valid UTF-8");
+  expect_bad({{"bad\xff\x01", DType::kF32, {1}}}, "'bad\\xff\\x01' is not valid UTF-8 at byte 3");
   expect_bad({}, "metadata value of 'k'", {{"k", "\xc0\xaf"}});
   expect_bad({{"deep", DType::kF32, std::vector<int64_t>(65, 1)}}, "65 dimensions");
 }
@@ -340,6 +340,10 @@ TEST(SafetensorsMalformed, InvalidJson) {
   expect_rejected(file_from_json(std::string("{") + kGoodEntry + "} x", 8), "not valid JSON");
   expect_rejected(file_from_json("", 0), "not valid JSON");
   expect_rejected(file_from_json("\xef\xbb\xbf{}", 0), "byte order mark");
+  // nlohmann stops at a NUL byte; what follows must not be ignored.
+  expect_rejected(file_from_json(std::string("{}\0{\"x\":1}", 8), 0), "NUL byte at file offset 10");
+  // Messages stay valid UTF-8: the half character nlohmann quotes is escaped.
+  expect_rejected(file_from_json("{\xc3\xa9}", 0), "last read: '{\\xc3'");
 }
 
 TEST(SafetensorsMalformed, HeaderNotAnObject) {
@@ -386,6 +390,7 @@ TEST(SafetensorsMalformed, NegativeOrNonIntegerShape) {
   expect_rejected(with_shape("[-2]"), "tensor 'a': shape dimension 0 is -2");
   expect_rejected(with_shape("[1, 2.0]"), "tensor 'a': shape dimension 1 is 2.0");
   expect_rejected(with_shape("[\"2\"]"), "shape dimension 0 is a JSON string");
+  expect_rejected(with_shape("[-0]"), "shape dimension 0 is -0");  // a float to serde_json
   expect_rejected(with_shape("[9223372036854775808]"), "is 9223372036854775808");
   expect_rejected(with_shape("2"), "tensor 'a': shape is a JSON number, not an array");
 }

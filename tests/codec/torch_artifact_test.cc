@@ -194,11 +194,30 @@ TEST(TorchArtifact, ReadsPythonTorchSaveWithSharedStorage) {
   EXPECT_EQ(r->tensors[2].storage, 1u);
 }
 
+TEST(TorchArtifact, AcceptsTorch2Records) {
+  // torch 2.x adds .format_version, .storage_alignment and .data/serialization_id records;
+  // TorchScript-style archives keep the version in .data/version.
+  const Bytes file = make_zip(
+      {{"archive/data.pkl", pickle_of({{"t", "0", DType::kF32, 4, 0, {4}, {1}}})},
+       {"archive/.format_version", bytes_of("1")},
+       {"archive/.storage_alignment", bytes_of("64")},
+       {"archive/byteorder", bytes_of("little")},
+       {"archive/data/0", raw<float>({1, 2, 3, 4})},
+       {"archive/.data/version", bytes_of("3\n")},
+       {"archive/.data/serialization_id", bytes_of("1234567890123456789012345678901234567890")}});
+  auto r = parse_torch_artifact(file);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->archive_name, "archive");
+  EXPECT_EQ(r->version, 3u);
+  ASSERT_EQ(r->tensors.size(), 1u);
+}
+
 TEST(TorchArtifact, DeferredCrcLeavesChecksToTheCaller) {
   const Fixture f;
   Bytes file = write(f);
-  const ZipEntry* e = parse_zip(file)->find("adapter_model/data/1");
-  file[e->data_offset] ^= 1;
+  auto zip = parse_zip(file);
+  ASSERT_TRUE(zip.ok());
+  file[zip->find("adapter_model/data/1")->data_offset] ^= 1;
   expect_error(file, StatusCode::kDataLoss, "'adapter_model/data/1': CRC32 mismatch");
   TorchReadOptions o;
   o.zip.verify_crc = false;
@@ -333,7 +352,7 @@ TEST(TorchArtifactMalformed, UnsafeStorageKey) {
 TEST(TorchArtifactMalformed, TruncatedFile) {
   const Fixture f;
   Bytes file = write(f);
-  file.resize(file.size() - 30);
+  file.erase(file.end() - 30, file.end());
   expect_error(file, StatusCode::kDataLoss, "no end of central directory record");
 }
 
