@@ -109,7 +109,7 @@ class PickleOut {
   }
   std::vector<uint8_t> take() { return std::move(bytes_); }
 
- private:
+  // Emits a value once and memoises it under `id`; later calls fetch it with BINGET.
   template <typename Emit>
   void memoised(const std::string& id, Emit emit) {
     auto it = memo_.find(id);
@@ -136,6 +136,7 @@ class PickleOut {
     }
   }
 
+ private:
   std::vector<uint8_t> bytes_;
   std::unordered_map<std::string, uint32_t> memo_;
 };
@@ -210,36 +211,45 @@ Result<std::vector<uint8_t>> write_torch_pickle(std::span<const PickledTensor> t
     if (n > 1) out.op(kMark);
     for (size_t i = batch; i < batch + n; ++i) {
       const PickledTensor& t = tensors[i];
-      const bool typed = torch_has_typed_storage(t.dtype);
       out.string(t.name);
-      out.memo_global("torch._utils", typed ? "_rebuild_tensor_v2" : "_rebuild_tensor_v3");
-      out.op(kMark);
-      out.op(kMark);  // the persistent id tuple
-      out.memo_string("storage");
-      if (typed) {
-        out.memo_global("torch", dtype_info(t.dtype).torch_storage);
-      } else {
-        out.memo_global("torch.storage", "UntypedStorage");
-      }
-      out.memo_string(t.storage_key);
-      out.memo_string("cpu");
-      out.integer(
-          static_cast<int64_t>(typed ? t.storage_numel : t.storage_numel * dtype_size(t.dtype)));
-      out.op(kTuple);
-      out.op(kBinPersId);
-      out.integer(t.storage_offset);
-      out.int_tuple(t.shape);
-      out.int_tuple(t.stride);
-      out.op(kNewFalse);                              // requires_grad
-      out.memo_global("collections", "OrderedDict");  // backward_hooks = OrderedDict()
-      out.op(kEmptyTuple);
-      out.op(kReduce);
-      if (!typed) {
-        const auto [module, name] = dtype_global(t.dtype);
-        out.memo_global(module, name);
-      }
-      out.op(kTuple);
-      out.op(kReduce);
+      // Keys that are the same view of the same storage (the exact duplicates of a shared-
+      // expert adapter) share one tensor object: the first is memoised, the rest are a BINGET.
+      // This keeps the per-alias cost at its name plus a few bytes.
+      std::string identity = "t" + t.storage_key + "|" + std::to_string(t.storage_offset);
+      for (int64_t d : t.shape) identity += "," + std::to_string(d);
+      identity += "|";
+      for (int64_t d : t.stride) identity += "," + std::to_string(d);
+      out.memoised(identity, [&] {
+        const bool typed = torch_has_typed_storage(t.dtype);
+        out.memo_global("torch._utils", typed ? "_rebuild_tensor_v2" : "_rebuild_tensor_v3");
+        out.op(kMark);
+        out.op(kMark);  // the persistent id tuple
+        out.memo_string("storage");
+        if (typed) {
+          out.memo_global("torch", dtype_info(t.dtype).torch_storage);
+        } else {
+          out.memo_global("torch.storage", "UntypedStorage");
+        }
+        out.memo_string(t.storage_key);
+        out.memo_string("cpu");
+        out.integer(
+            static_cast<int64_t>(typed ? t.storage_numel : t.storage_numel * dtype_size(t.dtype)));
+        out.op(kTuple);
+        out.op(kBinPersId);
+        out.integer(t.storage_offset);
+        out.int_tuple(t.shape);
+        out.int_tuple(t.stride);
+        out.op(kNewFalse);                              // requires_grad
+        out.memo_global("collections", "OrderedDict");  // backward_hooks = OrderedDict()
+        out.op(kEmptyTuple);
+        out.op(kReduce);
+        if (!typed) {
+          const auto [module, name] = dtype_global(t.dtype);
+          out.memo_global(module, name);
+        }
+        out.op(kTuple);
+        out.op(kReduce);
+      });
     }
     out.op(n > 1 ? kSetItems : kSetItem);
   }
