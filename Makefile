@@ -48,8 +48,7 @@ bench: build
 fuzz: test-asan
 	@for t in delta safetensors zip torch_artifact; do \
 	  mkdir -p $(ASAN_BUILD)/fuzz-corpus/$$t; \
-	  if [ $$t = delta ]; then $(ASAN_BUILD)/tests/fuzz/delta_fuzz_seeds $(ASAN_BUILD)/fuzz-corpus/$$t; \
-	  else $(ASAN_BUILD)/tests/fuzz/$${t}_smoke --write-seeds $(ASAN_BUILD)/fuzz-corpus/$$t; fi; \
+	  $(ASAN_BUILD)/tests/fuzz/$${t}_smoke --write-seeds $(ASAN_BUILD)/fuzz-corpus/$$t; \
 	  $(ASAN_BUILD)/tests/fuzz/$${t}_fuzz -max_total_time=$${FUZZ_SECONDS:-60} $(ASAN_BUILD)/fuzz-corpus/$$t || exit 1; \
 	done
 

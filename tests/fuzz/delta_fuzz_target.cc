@@ -3,6 +3,7 @@
 // destination byte-identical, or succeeds and the destination's real checksum moved by exactly
 // target - base. Anything else, or a crash/overrun, aborts.
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <span>
@@ -46,3 +47,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ++fuzzing::delta_fuzz_counts.applied;
   return 0;
 }
+
+namespace weightcast::fuzzing {
+
+// The smoke run must reach both outcomes of apply, or it proved little.
+int check_delta_fuzz_coverage(size_t seeds) {
+  const auto& c = delta_fuzz_counts;
+  std::printf(
+      "delta fuzz: %llu parsed, %llu applied and verified, %llu refused with memory "
+      "unchanged\n",
+      static_cast<unsigned long long>(c.parsed), static_cast<unsigned long long>(c.applied),
+      static_cast<unsigned long long>(c.apply_refused));
+  if (c.applied < seeds || c.apply_refused == 0) {
+    std::fprintf(stderr, "delta fuzz: inputs did not reach apply's success and failure paths\n");
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace weightcast::fuzzing

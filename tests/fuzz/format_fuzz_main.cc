@@ -4,7 +4,8 @@
 //                                     byte overwrites, truncations, insertions), without
 //                                     libFuzzer (the gcc build of `make test`)
 //   <target>_smoke --write-seeds DIR  the seed corpus for a libFuzzer run
-// The target aborts on a broken invariant; this driver only feeds it.
+// The target aborts on a broken invariant; this driver only feeds it (and, when the target
+// defines WEIGHTCAST_FUZZ_AFTER, asks it whether the run reached what it should).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -58,9 +59,15 @@ int main(int argc, char** argv) {
     for (int e = 0; e < edits && !input.empty(); ++e) {
       const size_t at = rng() % input.size();
       switch (rng() % 4) {
-        case 0: input[at] ^= static_cast<uint8_t>(1u << (rng() % 8)); break;
-        case 1: input[at] = static_cast<uint8_t>(rng()); break;
-        case 2: input.resize(at); break;
+        case 0:
+          input[at] ^= static_cast<uint8_t>(1u << (rng() % 8));
+          break;
+        case 1:
+          input[at] = static_cast<uint8_t>(rng());
+          break;
+        case 2:
+          input.resize(at);
+          break;
         default:
           input.insert(input.begin() + static_cast<long>(at), static_cast<uint8_t>(rng()));
           break;
@@ -70,5 +77,10 @@ int main(int argc, char** argv) {
   }
   std::printf("%s: %zu seeds and %ld mutated inputs, no invariant broken\n", argv[0], seeds.size(),
               iterations);
+#ifdef WEIGHTCAST_FUZZ_AFTER
+  // A target may check that the run reached what it is meant to exercise.
+  return WEIGHTCAST_FUZZ_AFTER(seeds.size());
+#else
   return 0;
+#endif
 }

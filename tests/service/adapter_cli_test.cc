@@ -10,6 +10,7 @@
 
 #include "codec/adapter_fixtures.h"
 #include "src/adapter_publish.h"
+#include "tests/service/run_command.h"
 
 namespace weightcast {
 namespace {
@@ -17,14 +18,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::pair<int, std::string> run(const std::string& args) {
-  const std::string cmd = std::string(WEIGHTCAST_CLI_PATH) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  auto r = testing::run_cli(args);
+  return {r.exit_code, r.output};
 }
 
 class AdapterCliTest : public ::testing::Test {
@@ -80,7 +75,9 @@ TEST_F(AdapterCliTest, PublishInspectVerify) {
 
 TEST_F(AdapterCliTest, VerifyFailsOnACorruptArtifact) {
   ASSERT_EQ(run("adapter publish --from " + p("export.safetensors") + " --config " +
-                p("adapter_config.json") + " --out " + p("published")).first, 0);
+                p("adapter_config.json") + " --out " + p("published"))
+                .first,
+            0);
   const fs::path bin = dir_ / "published" / kAdapterBinFile;
   std::fstream f(bin, std::ios::in | std::ios::out | std::ios::binary);
   f.seekp(static_cast<std::streamoff>(fs::file_size(bin) / 2));

@@ -64,7 +64,8 @@ class AdapterPublishTest : public ::testing::Test {
       EXPECT_EQ(got->dtype, want.dtype) << want.name;
       EXPECT_EQ(got->shape, want.shape) << want.name;
       ASSERT_EQ(got->bytes.size(), want.bytes.size()) << want.name;
-      ASSERT_EQ(std::memcmp(got->bytes.data(), want.bytes.data(), want.bytes.size()), 0) << want.name;
+      ASSERT_EQ(std::memcmp(got->bytes.data(), want.bytes.data(), want.bytes.size()), 0)
+          << want.name;
     }
   }
 
@@ -182,8 +183,10 @@ TEST_F(AdapterPublishTest, KilledPublicationLeavesOldOrNew) {
   ASSERT_TRUE(publish_adapter(dir_.string(), shared.tensors, shared.adapter_config_json).ok());
   // A forked child also pays for fork and copy-on-write faults, so instants run well past one
   // publication: late kills must let some publications finish.
-  const auto span_us = std::max<int64_t>(
-      500, 4 * std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
+  const auto span_us =
+      std::max<int64_t>(500, 4 * std::chrono::duration_cast<std::chrono::microseconds>(
+                                     std::chrono::steady_clock::now() - t0)
+                                     .count());
   std::mt19937 rng(11);
   int current = 0, saw_old = 0, saw_new = 0, saw_both_files = 0;
   constexpr int kTrials = 60;
@@ -200,7 +203,8 @@ TEST_F(AdapterPublishTest, KilledPublicationLeavesOldOrNew) {
     ::kill(child, SIGKILL);
     int status = 0;
     ::waitpid(child, &status, 0);
-    saw_both_files += fs::exists(dir_ / kAdapterBinFile) && fs::exists(dir_ / kAdapterSafetensorsFile);
+    saw_both_files +=
+        fs::exists(dir_ / kAdapterBinFile) && fs::exists(dir_ / kAdapterSafetensorsFile);
     auto loaded = load_adapter(dir_.string());
     ASSERT_TRUE(loaded.ok()) << "trial " << trial << ": " << loaded.status().to_string();
     const bool is_new = loaded->tensors.size() == versions[next]->tensors.size();
@@ -214,8 +218,10 @@ TEST_F(AdapterPublishTest, KilledPublicationLeavesOldOrNew) {
       ++saw_old;
     }
   }
-  std::printf("killed publications: %d left the old adapter, %d the new one, %d both files (the "
-              "marker decided)\n", saw_old, saw_new, saw_both_files);
+  std::printf(
+      "killed publications: %d left the old adapter, %d the new one, %d both files (the "
+      "marker decided)\n",
+      saw_old, saw_new, saw_both_files);
   EXPECT_GT(saw_old, 0);
   EXPECT_GT(saw_new, 0);
 }

@@ -1,6 +1,8 @@
 // The weightcast command line, run as a user would: raw files in a temp directory.
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
+#include "tests/service/run_command.h"
 
 #include <array>
 #include <cstdio>
@@ -15,20 +17,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
+using CliRun = weightcast::testing::CommandResult;
 
 CliRun run(const std::string& args) {
-  const std::string cmd = std::string(WEIGHTCAST_CLI_PATH) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return weightcast::testing::run_cli(args);
 }
 
 std::vector<uint8_t> read_file(const fs::path& p) {

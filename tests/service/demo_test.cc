@@ -1,6 +1,8 @@
 // The demo `make demo` runs must succeed end to end and show both refusals.
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
+#include "tests/service/run_command.h"
 
 #include <array>
 #include <cstdio>
@@ -9,16 +11,9 @@
 namespace {
 
 TEST(Demo, SmallModelRunsAndRefusesReplayAndCorruption) {
-  const std::string cmd = std::string(WEIGHTCAST_DEMO_PATH) + " --scale 0.03 --steps 2 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  const auto [exit_code, out] = weightcast::testing::run_command(std::string(WEIGHTCAST_DEMO_PATH) +
+                                                                 " --scale 0.03 --steps 2");
+  EXPECT_EQ(exit_code, 0) << out;
   EXPECT_NE(out.find("bit-identical to the trainer"), std::string::npos) << out;
   EXPECT_NE(out.find("refusing to apply"), std::string::npos) << out;
   EXPECT_NE(out.find("applying a corrupted copy: DATA_LOSS"), std::string::npos) << out;

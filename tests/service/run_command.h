@@ -1,0 +1,34 @@
+// Runs a command line as a user would and captures what it printed (stdout and stderr).
+#pragma once
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+namespace weightcast::testing {
+
+struct CommandResult {
+  int exit_code;       // -1 when the command did not exit normally
+  std::string output;  // stdout and stderr together
+};
+
+inline CommandResult run_command(const std::string& command) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed"};
+  std::string out;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, std::move(out)};
+}
+
+// The weightcast CLI built with the tests.
+inline CommandResult run_cli(const std::string& args) {
+  return run_command(std::string(WEIGHTCAST_CLI_PATH) + " " + args);
+}
+
+}  // namespace weightcast::testing
