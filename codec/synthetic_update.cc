@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "codec/cpu_dispatch.h"
+#include "codec/float_convert.h"
 #include "codec/thread_pool.h"
 
 // No fused multiply-add contraction, so that a build for an FMA-capable -march gives the same
@@ -138,13 +139,6 @@ WEIGHTCAST_HOT_LOOP void fill_normals(const BlockKeys& keys, uint32_t first_pair
   }
 }
 
-inline uint16_t bf16_bits(float x) {
-  const uint32_t bits = std::bit_cast<uint32_t>(x);
-  const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
-  const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
-  return static_cast<uint16_t>(nan ? (bits >> 16) | 0x0040u : rounded);
-}
-
 inline float clamp3(float z) {
   return std::min(std::max(z, -3.0f), 3.0f);
 }
@@ -154,7 +148,7 @@ WEIGHTCAST_HOT_LOOP void init_chunk(const float* __restrict z, size_t n, float s
   for (size_t i = 0; i < n; ++i) {
     const float v = sigma * z[i];
     w[i] = v;
-    out[i] = bf16_bits(v);
+    out[i] = float_to_bf16(v);
   }
 }
 
@@ -163,7 +157,7 @@ WEIGHTCAST_HOT_LOOP void step_chunk(const float* __restrict z, size_t n, float l
   for (size_t i = 0; i < n; ++i) {
     const float v = w[i] - lr * clamp3(z[i]);
     w[i] = v;
-    out[i] = bf16_bits(v);
+    out[i] = float_to_bf16(v);
   }
 }
 
@@ -196,7 +190,7 @@ void for_each_block(uint64_t elements, ThreadPool* pool, const std::function<voi
 WEIGHTCAST_HOT_LOOP uint64_t count_changed(const float* __restrict w, const float* __restrict z,
                                            const uint16_t* __restrict before, size_t n, float lr) {
   uint64_t count = 0;
-  for (size_t i = 0; i < n; ++i) count += bf16_bits(w[i] - lr * z[i]) != before[i];
+  for (size_t i = 0; i < n; ++i) count += float_to_bf16(w[i] - lr * z[i]) != before[i];
   return count;
 }
 
@@ -214,7 +208,7 @@ double sigma_for(int64_t fan_in) {
 }  // namespace
 
 uint16_t SyntheticTensor::to_bf16(float x) {
-  return bf16_bits(x);
+  return float_to_bf16(x);
 }
 
 SyntheticTensor::SyntheticTensor(uint64_t elements, int64_t fan_in, uint64_t seed, ThreadPool* pool)

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "codec/synthetic_update.h"
+#include "codec/float_convert.h"
 #include "src/adapter_inputs.h"
 #include "src/raw_file.h"
 
@@ -12,33 +12,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// IEEE half to float, exact (every half is a float); NaN payloads keep their top bits.
-float half_to_float(uint16_t h) {
-  const uint32_t sign = uint32_t{h & 0x8000u} << 16;
-  uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu, bits;
-  if (exp == 0x1F) {
-    bits = sign | 0x7F800000u | (mant << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {  // subnormal half: normalise
-    exp = 113;
-    while ((mant & 0x400u) == 0) {
-      mant <<= 1;
-      --exp;
-    }
-    bits = sign | (exp << 23) | ((mant & 0x3FFu) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 Result<uint16_t> to_bf16_bits(const uint8_t* p, DType dtype) {
   float f = 0;
   switch (dtype) {
-    case DType::kF32: std::memcpy(&f, p, 4); break;
+    case DType::kF32:
+      std::memcpy(&f, p, 4);
+      break;
     case DType::kF64: {
       double d;
       std::memcpy(&d, p, 8);
@@ -51,12 +30,15 @@ Result<uint16_t> to_bf16_bits(const uint8_t* p, DType dtype) {
       f = half_to_float(h);
       break;
     }
-    default: return internal_error("no bf16 conversion");
+    default:
+      return internal_error("no bf16 conversion");
   }
-  return SyntheticTensor::to_bf16(f);
+  return float_to_bf16(f);
 }
 
-bool converts_to_bf16(DType d) { return d == DType::kF32 || d == DType::kF64 || d == DType::kF16; }
+bool converts_to_bf16(DType d) {
+  return d == DType::kF32 || d == DType::kF64 || d == DType::kF16;
+}
 
 // A fresh, owned copy of one key, converted to bf16 when asked.
 Result<LoadedTensor> materialise(const TensorBytesView& v, bool to_bf16) {
@@ -88,14 +70,16 @@ Result<std::string> committed_adapter_file(const std::string& dir) {
   const bool has_bin = fs::exists(bin), has_st = fs::exists(st);
   if (has_bin != has_st) return has_bin ? bin : st;
   if (!has_bin) {
-    return not_found("'" + dir + "' holds neither " + kAdapterBinFile + " nor " + kAdapterSafetensorsFile);
+    return not_found("'" + dir + "' holds neither " + kAdapterBinFile + " nor " +
+                     kAdapterSafetensorsFile);
   }
   auto marker = read_whole_file((fs::path(dir) / kAdapterMarkerFile).string(), 4096);
   const std::string named = marker.ok() ? std::string(marker->begin(), marker->end()) : "";
   if (named == kAdapterBinFile) return bin;
   if (named == kAdapterSafetensorsFile) return st;
-  return data_loss("'" + dir + "' holds both " + kAdapterBinFile + " and " + kAdapterSafetensorsFile +
-                   " but no marker (" + kAdapterMarkerFile + ") says which is committed");
+  return data_loss("'" + dir + "' holds both " + kAdapterBinFile + " and " +
+                   kAdapterSafetensorsFile + " but no marker (" + kAdapterMarkerFile +
+                   ") says which is committed");
 }
 
 Result<LoadedAdapter> load_adapter(const std::string& path, const AdapterLoadOptions& o) {
