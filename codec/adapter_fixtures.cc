@@ -25,15 +25,24 @@ size_t add_storage(AdapterFixture* f, int64_t rows, int64_t cols, float scale, s
   return f->storages.size() - 1;
 }
 
-void add_key(AdapterFixture* f, std::string name, size_t storage, int64_t rows, int64_t cols) {
-  f->tensors.push_back({std::move(name), DType::kF32, {rows, cols}, f->storages[storage]});
+// A public key and the storage it views; views are made once every storage exists.
+struct PendingKey {
+  std::string name;
+  size_t storage;
+  int64_t rows, cols;
+};
+
+void add_keys(AdapterFixture* f, std::vector<PendingKey>& keys) {
+  for (auto& k : keys) {
+    f->tensors.push_back(
+        {std::move(k.name), DType::kF32, {k.rows, k.cols}, f->storages[k.storage]});
+  }
 }
 
 std::string config_json(int rank, const char* modules, bool shared) {
   return std::string("{\n  \"peft_type\": \"LORA\",\n  \"r\": ") + std::to_string(rank) +
-         ",\n  \"lora_alpha\": " + std::to_string(2 * rank) +
-         ",\n  \"target_modules\": [" + modules + "],\n  \"share_expert_adapters\": " +
-         (shared ? "true" : "false") + "\n}\n";
+         ",\n  \"lora_alpha\": " + std::to_string(2 * rank) + ",\n  \"target_modules\": [" +
+         modules + "],\n  \"share_expert_adapters\": " + (shared ? "true" : "false") + "\n}\n";
 }
 
 }  // namespace
@@ -51,13 +60,7 @@ AdapterFixture make_glm_shared_expert_adapter(const GlmAdapterOptions& o) {
                           {"up_proj", o.hidden, o.moe_intermediate},
                           {"down_proj", o.moe_intermediate, o.hidden}};
   const Proj attention[] = {{"q_proj", o.hidden, o.hidden}, {"v_proj", o.hidden, o.hidden / 4}};
-  // Storage pointers are taken only after every storage exists (vector growth moves them).
-  struct Pending {
-    std::string name;
-    size_t storage;
-    int64_t rows, cols;
-  };
-  std::vector<Pending> keys;
+  std::vector<PendingKey> keys;
   for (int l = 0; l < o.layers; ++l) {
     const std::string layer = "base_model.model.model.layers." + std::to_string(l);
     for (const auto& p : attention) {
@@ -76,9 +79,9 @@ AdapterFixture make_glm_shared_expert_adapter(const GlmAdapterOptions& o) {
       }
     }
   }
-  for (auto& k : keys) add_key(&f, std::move(k.name), k.storage, k.rows, k.cols);
-  f.adapter_config_json =
-      config_json(o.rank, "\"q_proj\", \"v_proj\", \"gate_proj\", \"up_proj\", \"down_proj\"", true);
+  add_keys(&f, keys);
+  f.adapter_config_json = config_json(
+      o.rank, "\"q_proj\", \"v_proj\", \"gate_proj\", \"up_proj\", \"down_proj\"", true);
   return f;
 }
 
@@ -91,32 +94,27 @@ AdapterFixture make_qwen3_dense_adapter(const Qwen3AdapterOptions& o) {
     const char* block;
     int in, out;
   };
-  const Proj projs[] = {{"q_proj", "self_attn", o.hidden, o.hidden},
-                        {"k_proj", "self_attn", o.hidden, kv},
-                        {"v_proj", "self_attn", o.hidden, kv},
-                        {"o_proj", "self_attn", o.hidden, o.hidden},
-                        {"gate_proj", "mlp", o.hidden, o.intermediate},
-                        {"up_proj", "mlp", o.hidden, o.intermediate},
-                        {"down_proj", "mlp", o.intermediate, o.hidden}};
-  struct Pending {
-    std::string name;
-    size_t storage;
-    int64_t rows, cols;
-  };
-  std::vector<Pending> keys;
+  const Proj projs[] = {
+      {"q_proj", "self_attn", o.hidden, o.hidden},    {"k_proj", "self_attn", o.hidden, kv},
+      {"v_proj", "self_attn", o.hidden, kv},          {"o_proj", "self_attn", o.hidden, o.hidden},
+      {"gate_proj", "mlp", o.hidden, o.intermediate}, {"up_proj", "mlp", o.hidden, o.intermediate},
+      {"down_proj", "mlp", o.intermediate, o.hidden}};
+  std::vector<PendingKey> keys;
   for (int l = 0; l < o.layers; ++l) {
     for (const auto& p : projs) {
-      const std::string base = "base_model.model.model.layers." + std::to_string(l) + "." +
-                               p.block + "." + p.name;
-      const size_t a = add_storage(&f, o.rank, p.in, 1.0f / std::sqrt(float(p.in)), rng, f.storages.empty());
+      const std::string base =
+          "base_model.model.model.layers." + std::to_string(l) + "." + p.block + "." + p.name;
+      const size_t a =
+          add_storage(&f, o.rank, p.in, 1.0f / std::sqrt(float(p.in)), rng, f.storages.empty());
       const size_t b = add_storage(&f, p.out, o.rank, 1e-3f, rng, false);
       keys.push_back({base + ".lora_A.weight", a, o.rank, p.in});
       keys.push_back({base + ".lora_B.weight", b, p.out, o.rank});
     }
   }
-  for (auto& k : keys) add_key(&f, std::move(k.name), k.storage, k.rows, k.cols);
+  add_keys(&f, keys);
   f.adapter_config_json = config_json(
-      o.rank, "\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\", \"gate_proj\", \"up_proj\", \"down_proj\"",
+      o.rank,
+      "\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\", \"gate_proj\", \"up_proj\", \"down_proj\"",
       false);
   return f;
 }

@@ -34,8 +34,8 @@ AdapterFixture make_glm_shared_expert_adapter(const GlmAdapterOptions& options =
 
 struct Qwen3AdapterOptions {
   int layers = 36;
-  int hidden = 512;        // Qwen3-8B: 4096 (scaled down by default so tests take seconds)
-  int intermediate = 1536; // Qwen3-8B: 12288
+  int hidden = 512;         // Qwen3-8B: 4096 (scaled down by default so tests take seconds)
+  int intermediate = 1536;  // Qwen3-8B: 12288
   int rank = 32;
   uint64_t seed = 2;
 };

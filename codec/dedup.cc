@@ -40,7 +40,8 @@ bool same_bytes(const TensorBytesView& a, const TensorBytesView& b) {
 Result<DedupResult> deduplicate(std::span<const TensorBytesView> tensors, ThreadPool* pool,
                                 DedupTimings* timings) {
   if (tensors.size() >= UINT32_MAX) {
-    return out_of_range("deduplicate: " + std::to_string(tensors.size()) + " tensors exceed 2^32 - 1");
+    return out_of_range("deduplicate: " + std::to_string(tensors.size()) +
+                        " tensors exceed 2^32 - 1");
   }
   const double t0 = now_s();
   std::vector<XXH128_hash_t> hashes(tensors.size());

@@ -19,7 +19,7 @@ struct DedupStats {
   uint64_t keys = 0;
   uint64_t logical_bytes = 0;  // sum over keys
   uint64_t unique_storages = 0;
-  uint64_t unique_bytes = 0;   // sum over unique storages
+  uint64_t unique_bytes = 0;  // sum over unique storages
 };
 
 struct DedupResult {
@@ -36,7 +36,7 @@ struct DedupTimings {
 };
 
 // Fails only on more than 2^32 - 1 tensors. Hashing runs on `pool` when given.
-Result<DedupResult> deduplicate(std::span<const TensorBytesView> tensors, ThreadPool* pool = nullptr,
-                                DedupTimings* timings = nullptr);
+Result<DedupResult> deduplicate(std::span<const TensorBytesView> tensors,
+                                ThreadPool* pool = nullptr, DedupTimings* timings = nullptr);
 
 }  // namespace weightcast

@@ -40,8 +40,8 @@ struct RoundTrip {
 // Publishes into the same directory repeatedly, as a trainer does every step (one untimed
 // publication first sets the directory up), and loads every key into its own storage, as an
 // engine does.
-Result<RoundTrip> publish_and_load(const std::string& dir, const AdapterFixture& f, ThreadPool* pool,
-                                   std::optional<AdapterFormat> force, int reps) {
+Result<RoundTrip> publish_and_load(const std::string& dir, const AdapterFixture& f,
+                                   ThreadPool* pool, std::optional<AdapterFormat> force, int reps) {
   RoundTrip rt;
   fs::remove_all(dir);
   RETURN_IF_ERROR(publish_adapter(dir, f.tensors, f.adapter_config_json, pool, force).status());
@@ -73,8 +73,10 @@ Status plain_safetensors_publication(const std::string& dir, const AdapterFixtur
 Result<nlohmann::json> run_adapter_benchmark(const AdapterBenchmarkConfig& c) {
   const bool own_dir = c.work_dir.empty();
   const std::string root =
-      own_dir ? (fs::temp_directory_path() / ("weightcast-bench-adapter-" + std::to_string(::getpid()))).string()
-              : c.work_dir;
+      own_dir
+          ? (fs::temp_directory_path() / ("weightcast-bench-adapter-" + std::to_string(::getpid())))
+                .string()
+          : c.work_dir;
   fs::create_directories(root);
   ThreadPool pool(c.threads);
 
@@ -82,10 +84,11 @@ Result<nlohmann::json> run_adapter_benchmark(const AdapterBenchmarkConfig& c) {
   go.hidden = c.glm_hidden;
   go.moe_intermediate = c.glm_hidden / 2;
   const AdapterFixture glm = make_glm_shared_expert_adapter(go);
-  ASSIGN_OR_RETURN(const RoundTrip compact,
-                   publish_and_load(root + "/glm-compact", glm, &pool, std::nullopt, c.repetitions));
-  ASSIGN_OR_RETURN(const RoundTrip plain, publish_and_load(root + "/glm-safetensors", glm, &pool,
-                                                           AdapterFormat::kSafetensors, c.repetitions));
+  ASSIGN_OR_RETURN(const RoundTrip compact, publish_and_load(root + "/glm-compact", glm, &pool,
+                                                             std::nullopt, c.repetitions));
+  ASSIGN_OR_RETURN(const RoundTrip plain,
+                   publish_and_load(root + "/glm-safetensors", glm, &pool,
+                                    AdapterFormat::kSafetensors, c.repetitions));
   ASSIGN_OR_RETURN(const DedupResult dedup, deduplicate(glm.tensors));
 
   // Fingerprinting against raw XXH3-128 over the same bytes, both single-threaded, then the
@@ -107,8 +110,8 @@ Result<nlohmann::json> run_adapter_benchmark(const AdapterBenchmarkConfig& c) {
   Qwen3AdapterOptions qo;
   qo.layers = c.qwen_layers;
   const AdapterFixture dense = make_qwen3_dense_adapter(qo);
-  ASSIGN_OR_RETURN(const RoundTrip dense_rule,
-                   publish_and_load(root + "/dense-rule", dense, &pool, std::nullopt, c.repetitions));
+  ASSIGN_OR_RETURN(const RoundTrip dense_rule, publish_and_load(root + "/dense-rule", dense, &pool,
+                                                                std::nullopt, c.repetitions));
   fs::create_directories(root + "/dense-plain");
   RETURN_IF_ERROR(plain_safetensors_publication(root + "/dense-plain", dense));
   ASSIGN_OR_RETURN(const double dense_plain_s, best_of(c.repetitions, [&] {

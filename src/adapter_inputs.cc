@@ -42,7 +42,8 @@ Result<std::unique_ptr<AdapterInput>> read_adapter_input(const std::string& path
     ASSIGN_OR_RETURN(const uint64_t numel, shape_numel(r.shape, "tensor '" + r.name + "'"));
     if (row_major(r.shape, r.stride)) {
       in->tensors.push_back(
-          {r.name, s.dtype, r.shape, s.bytes.subspan(static_cast<size_t>(r.storage_offset) * es, numel * es)});
+          {r.name, s.dtype, r.shape,
+           s.bytes.subspan(static_cast<size_t>(r.storage_offset) * es, numel * es)});
       continue;
     }
     // A strided view (a transposed or sliced tensor in a torch.save file): gather it.

@@ -85,7 +85,8 @@ Status write_safetensors_file(const std::string& path, std::span<const TensorByt
   std::vector<SafetensorsTensorSpec> specs;
   specs.reserve(tensors.size());
   for (const auto& t : tensors) specs.push_back({t.name, t.dtype, t.shape});
-  ASSIGN_OR_RETURN(const SafetensorsLayout layout, plan_safetensors(std::move(specs), {{"format", "pt"}}));
+  ASSIGN_OR_RETURN(const SafetensorsLayout layout,
+                   plan_safetensors(std::move(specs), {{"format", "pt"}}));
   ASSIGN_OR_RETURN(AtomicFileWriter out, AtomicFileWriter::create(path));
   RETURN_IF_ERROR(write_safetensors(layout, tensors, out.sink()));
   return out.commit();
@@ -106,8 +107,8 @@ AdapterFormat choose_adapter_format(const DedupStats& stats) {
 
 Result<AdapterPublication> publish_adapter(const std::string& dir,
                                            std::span<const TensorBytesView> tensors,
-                                           std::string_view adapter_config_json,
-                                           ThreadPool* pool, std::optional<AdapterFormat> force) {
+                                           std::string_view adapter_config_json, ThreadPool* pool,
+                                           std::optional<AdapterFormat> force) {
   RETURN_IF_ERROR(check_unique_names(tensors));
   if (!nlohmann::json::accept(adapter_config_json)) {
     return invalid_argument("adapter config for '" + dir + "' is not valid JSON");
@@ -133,7 +134,8 @@ Result<AdapterPublication> publish_adapter(const std::string& dir,
   // that the moment both formats exist the marker already says which one is committed.
   if (!std::filesystem::exists(marker) && std::filesystem::exists(stale)) {
     const std::string name = std::filesystem::path(stale).filename().string();
-    RETURN_IF_ERROR(write_file_atomically(marker, {reinterpret_cast<const uint8_t*>(name.data()), name.size()}));
+    RETURN_IF_ERROR(write_file_atomically(
+        marker, {reinterpret_cast<const uint8_t*>(name.data()), name.size()}));
   }
   RETURN_IF_ERROR(write_file_atomically(
       join(dir, kAdapterConfigFile),

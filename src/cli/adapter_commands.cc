@@ -36,8 +36,8 @@ Status run_inspect(const InspectArgs& a) {
   ASSIGN_OR_RETURN(const DedupResult dedup, deduplicate(input->tensors));
   const DedupStats& s = dedup.stats;
   const uint64_t file_bytes = input->file.bytes().size();
-  const char* representation = input->torch_format ? "torch-compact (adapter_model.bin)"
-                                                   : "safetensors";
+  const char* representation =
+      input->torch_format ? "torch-compact (adapter_model.bin)" : "safetensors";
   const char* rule = adapter_format_name(choose_adapter_format(s));
   if (a.json) {
     nlohmann::json j = {{"file", file},
@@ -91,18 +91,19 @@ Status run_publish(const PublishArgs& a) {
   ASSIGN_OR_RETURN(auto input, read_adapter_input(a.from));
   ASSIGN_OR_RETURN(const auto config, read_whole_file(a.config, 1 << 24));
   ThreadPool pool(a.threads);
-  auto pub = publish_adapter(a.out, input->tensors,
-                             std::string_view(reinterpret_cast<const char*>(config.data()), config.size()),
-                             &pool);
+  auto pub = publish_adapter(
+      a.out, input->tensors,
+      std::string_view(reinterpret_cast<const char*>(config.data()), config.size()), &pool);
   if (!pub.ok()) return pub.status().with_context("publishing '" + a.from + "' to '" + a.out + "'");
-  std::printf("%s: %s, %llu keys, %llu unique storages, %llu of %llu logical bytes unique, "
-              "%llu bytes written (dedup %.3f s, write %.3f s)\n",
-              pub->model_path.c_str(), adapter_format_name(pub->format),
-              static_cast<unsigned long long>(pub->stats.keys),
-              static_cast<unsigned long long>(pub->stats.unique_storages),
-              static_cast<unsigned long long>(pub->stats.unique_bytes),
-              static_cast<unsigned long long>(pub->stats.logical_bytes),
-              static_cast<unsigned long long>(pub->file_bytes), pub->dedup_s, pub->write_s);
+  std::printf(
+      "%s: %s, %llu keys, %llu unique storages, %llu of %llu logical bytes unique, "
+      "%llu bytes written (dedup %.3f s, write %.3f s)\n",
+      pub->model_path.c_str(), adapter_format_name(pub->format),
+      static_cast<unsigned long long>(pub->stats.keys),
+      static_cast<unsigned long long>(pub->stats.unique_storages),
+      static_cast<unsigned long long>(pub->stats.unique_bytes),
+      static_cast<unsigned long long>(pub->stats.logical_bytes),
+      static_cast<unsigned long long>(pub->file_bytes), pub->dedup_s, pub->write_s);
   return ok_status();
 }
 
@@ -115,22 +116,32 @@ void register_adapter_commands(CLI::App& app, int& exit_code) {
   auto ins = std::make_shared<InspectArgs>();
   auto* i = adapter->add_subcommand(
       "inspect", "Keys, storages, logical vs unique bytes and representation of an adapter");
-  i->add_option("path", ins->path, "Adapter directory or model file")->required()->check(CLI::ExistingPath);
+  i->add_option("path", ins->path, "Adapter directory or model file")
+      ->required()
+      ->check(CLI::ExistingPath);
   i->add_flag("--json", ins->json, "Print one JSON object");
   i->callback([ins, &exit_code] { exit_code = report(run_inspect(*ins)); });
 
   auto dir = std::make_shared<std::string>();
-  auto* v = adapter->add_subcommand("verify", "Load every key of a published adapter and check the directory");
+  auto* v = adapter->add_subcommand(
+      "verify", "Load every key of a published adapter and check the directory");
   v->add_option("dir", *dir, "Adapter directory")->required();
   v->callback([dir, &exit_code] { exit_code = report(run_verify(*dir)); });
 
   auto pub = std::make_shared<PublishArgs>();
-  auto* p = adapter->add_subcommand(
-      "publish", "Publish an adapter: a compact torch artifact when unique bytes < half the logical bytes, else safetensors");
-  p->add_option("--from", pub->from, "safetensors file or torch.save'd dict of tensors")->required()->check(CLI::ExistingFile);
-  p->add_option("--config", pub->config, "adapter_config.json to publish with it")->required()->check(CLI::ExistingFile);
+  auto* p = adapter->add_subcommand("publish",
+                                    "Publish an adapter: a compact torch artifact when unique "
+                                    "bytes < half the logical bytes, else safetensors");
+  p->add_option("--from", pub->from, "safetensors file or torch.save'd dict of tensors")
+      ->required()
+      ->check(CLI::ExistingFile);
+  p->add_option("--config", pub->config, "adapter_config.json to publish with it")
+      ->required()
+      ->check(CLI::ExistingFile);
   p->add_option("--out", pub->out, "Adapter directory (created if missing)")->required();
-  p->add_option("--threads", pub->threads, "Threads fingerprinting tensors")->capture_default_str()->check(CLI::Range(1, 256));
+  p->add_option("--threads", pub->threads, "Threads fingerprinting tensors")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   p->callback([pub, &exit_code] { exit_code = report(run_publish(*pub)); });
 }
 

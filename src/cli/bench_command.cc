@@ -2,8 +2,8 @@
 #include <cstdio>
 #include <memory>
 
-#include "src/cli/commands.h"
 #include "src/adapter_benchmark.h"
+#include "src/cli/commands.h"
 #include "src/delta_benchmark.h"
 
 namespace weightcast::cli {
@@ -56,14 +56,23 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
   });
 
   auto acfg = std::make_shared<AdapterBenchmarkConfig>();
-  auto* a = bench->add_subcommand(
-      "adapter", "Compact adapter publication vs all-safetensors on the GLM-like fixture; prints one JSON object");
-  a->add_option("--dir", acfg->work_dir, "Work directory (default: a temp directory, removed after)");
-  a->add_option("--repetitions", acfg->repetitions, "Runs per measurement (best is kept)")->capture_default_str()->check(CLI::Range(1, 100));
-  a->add_option("--threads", acfg->threads, "Threads for fingerprinting")->capture_default_str()->check(CLI::Range(1, 256));
-  a->add_option("--glm-hidden", acfg->glm_hidden, "Hidden size of the GLM-like fixture")->capture_default_str()->check(CLI::Range(16, 8192));
+  auto* a = bench->add_subcommand("adapter",
+                                  "Compact adapter publication vs all-safetensors on the GLM-like "
+                                  "fixture; prints one JSON object");
+  a->add_option("--dir", acfg->work_dir,
+                "Work directory (default: a temp directory, removed after)");
+  a->add_option("--repetitions", acfg->repetitions, "Runs per measurement (best is kept)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  a->add_option("--threads", acfg->threads, "Threads for fingerprinting")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  a->add_option("--glm-hidden", acfg->glm_hidden, "Hidden size of the GLM-like fixture")
+      ->capture_default_str()
+      ->check(CLI::Range(16, 8192));
   auto json_flag = std::make_shared<bool>(true);
-  a->add_flag("--json", *json_flag, "Accepted for symmetry with bench delta; the output is always JSON");
+  a->add_flag("--json", *json_flag,
+              "Accepted for symmetry with bench delta; the output is always JSON");
   a->callback([acfg, &exit_code] {
     auto r = run_adapter_benchmark(*acfg);
     if (!r.ok()) {

@@ -49,7 +49,8 @@ int write_fixture(const fs::path& dir, const char* name, const wc::AdapterFixtur
                     {"shape", t.shape},
                     {"storage", dedup->storage_of[i]}};
   }
-  (*manifest)[name] = {{"model", pub->model_path}, {"format", wc::adapter_format_name(pub->format)}, {"keys", keys}};
+  (*manifest)[name] = {
+      {"model", pub->model_path}, {"format", wc::adapter_format_name(pub->format)}, {"keys", keys}};
   return 0;
 }
 
@@ -67,7 +68,8 @@ int write_all(const fs::path& dir) {
   q.hidden = 64;
   q.intermediate = 96;
   q.rank = 8;
-  if (int rc = write_fixture(dir, "shared", wc::make_glm_shared_expert_adapter(g), &manifest)) return rc;
+  if (int rc = write_fixture(dir, "shared", wc::make_glm_shared_expert_adapter(g), &manifest))
+    return rc;
   if (int rc = write_fixture(dir, "dense", wc::make_qwen3_dense_adapter(q), &manifest)) return rc;
   std::ofstream(dir / "expected.json") << manifest.dump(1);
   std::printf("interop_tool: wrote fixtures to %s\n", dir.c_str());
