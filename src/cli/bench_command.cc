@@ -4,6 +4,7 @@
 
 #include "src/adapter_benchmark.h"
 #include "src/cli/commands.h"
+#include "src/coalesce_benchmark.h"
 #include "src/delta_benchmark.h"
 
 namespace weightcast::cli {
@@ -75,6 +76,32 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
               "Accepted for symmetry with bench delta; the output is always JSON");
   a->callback([acfg, &exit_code] {
     auto r = run_adapter_benchmark(*acfg);
+    if (!r.ok()) {
+      exit_code = report(r.status());
+      return;
+    }
+    std::printf("%s\n", r->dump(2).c_str());
+    exit_code = 0;
+  });
+
+  auto ccfg = std::make_shared<CoalesceBenchmarkConfig>();
+  auto* co = bench->add_subcommand("coalesce",
+                                   "Per-slice vs coalesced staging of packed experts (host), next "
+                                   "to a plain memcpy; prints JSON");
+  co->add_option("--experts", ccfg->experts,
+                 "Experts in all (four packed parameters of 2-16 MiB experts)")
+      ->capture_default_str()
+      ->check(CLI::Range(4, 4096));
+  co->add_option("--repetitions", ccfg->repetitions, "Runs per measurement (best is kept)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  co->add_option("--threads", ccfg->threads, "Threads copying")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  auto co_json = std::make_shared<bool>(true);
+  co->add_flag("--json", *co_json, "Accepted for symmetry; the output is always JSON");
+  co->callback([ccfg, &exit_code] {
+    auto r = run_coalesce_benchmark(*ccfg);
     if (!r.ok()) {
       exit_code = report(r.status());
       return;
