@@ -50,7 +50,8 @@ CudaStagedCopies::~CudaStagedCopies() {
 
 Status CudaStagedCopies::wait(std::chrono::milliseconds deadline) {
   if (!impl_->sticky.ok()) return impl_->sticky;
-  if (impl_->cancelled) return failed_precondition("CUDA copy plan cancelled; staging released on destruction");
+  if (impl_->cancelled)
+    return failed_precondition("CUDA copy plan cancelled; staging released on destruction");
   const auto until = std::chrono::steady_clock::now() + deadline;
   for (size_t t = 0; t < impl_->events.size(); ++t) {
     for (;;) {
@@ -74,7 +75,9 @@ std::span<const uint8_t> CudaStagedCopies::slice(size_t request) const {
   return impl_->slices.at(request);
 }
 
-size_t CudaStagedCopies::transfer_calls() const { return impl_->events.size(); }
+size_t CudaStagedCopies::transfer_calls() const {
+  return impl_->events.size();
+}
 
 Result<std::unique_ptr<CudaStagedCopies>> execute_copy_plan_cuda(
     const CopyPlan& plan, std::span<const CopyRequest> requests,
@@ -95,7 +98,8 @@ Result<std::unique_ptr<CudaStagedCopies>> execute_copy_plan_cuda(
   if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
     return cuda_status(e, "cudaSetDevice(" + std::to_string(device) + ")");
   }
-  if (cudaError_t e = cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking); e != cudaSuccess) {
+  if (cudaError_t e = cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking);
+      e != cudaSuccess) {
     return cuda_status(e, "cudaStreamCreate");
   }
   // From here `out` owns everything allocated, so every early return frees it.
