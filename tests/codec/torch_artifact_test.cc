@@ -1,4 +1,5 @@
 #include "codec/torch_artifact.h"
+#include "tests/test_bytes.h"
 
 #include <gtest/gtest.h>
 
@@ -11,26 +12,10 @@
 namespace weightcast {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-Bytes from_hex(std::string_view hex) {
-  Bytes out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    out.push_back(static_cast<uint8_t>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
-  }
-  return out;
-}
-
-Bytes bytes_of(std::string_view s) {
-  return Bytes(s.begin(), s.end());
-}
-
-ByteSink sink_into(Bytes* out) {
-  return [out](std::span<const uint8_t> b) {
-    out->insert(out->end(), b.begin(), b.end());
-    return ok_status();
-  };
-}
+using testing::Bytes;
+using testing::bytes_of;
+using testing::from_hex;
+using testing::sink_into;
 
 template <typename T>
 Bytes raw(std::initializer_list<T> values) {

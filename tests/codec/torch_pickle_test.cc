@@ -1,4 +1,5 @@
 #include "codec/torch_pickle.h"
+#include "tests/test_bytes.h"
 
 #include <gtest/gtest.h>
 
@@ -10,15 +11,8 @@
 namespace weightcast {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-Bytes from_hex(std::string_view hex) {
-  Bytes out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    out.push_back(static_cast<uint8_t>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
-  }
-  return out;
-}
+using testing::Bytes;
+using testing::from_hex;
 
 // Hand-assembles pickle programs, for the shapes Python writes and for hostile ones.
 class Asm {

@@ -1,4 +1,5 @@
 #include "codec/zip_archive.h"
+#include "tests/test_bytes.h"
 
 #include <gtest/gtest.h>
 
@@ -12,18 +13,9 @@
 namespace weightcast {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-Bytes bytes_of(std::string_view s) {
-  return Bytes(s.begin(), s.end());
-}
-
-ByteSink sink_into(Bytes* out) {
-  return [out](std::span<const uint8_t> b) {
-    out->insert(out->end(), b.begin(), b.end());
-    return ok_status();
-  };
-}
+using testing::Bytes;
+using testing::bytes_of;
+using testing::sink_into;
 
 struct Named {
   std::string name;

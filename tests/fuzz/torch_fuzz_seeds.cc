@@ -1,4 +1,5 @@
 #include "tests/fuzz/torch_fuzz_seeds.h"
+#include "tests/test_bytes.h"
 
 #include <cstring>
 #include <string>
@@ -11,18 +12,9 @@
 namespace weightcast::fuzzing {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-ByteSink sink_into(Bytes* out) {
-  return [out](std::span<const uint8_t> b) {
-    out->insert(out->end(), b.begin(), b.end());
-    return ok_status();
-  };
-}
-
-Bytes bytes_of(std::string_view s) {
-  return Bytes(s.begin(), s.end());
-}
+using testing::Bytes;
+using testing::bytes_of;
+using testing::sink_into;
 
 Bytes zip_of(const std::vector<std::pair<std::string, Bytes>>& records, bool zip64 = false) {
   Bytes out;
