@@ -10,6 +10,12 @@ proto::DType dtype_to_proto(DType dtype) {
   return static_cast<proto::DType>(dtype);
 }
 
+Result<DType> dtype_from_proto(proto::DType dtype) {
+  const int code = static_cast<int>(dtype);
+  if (code < 1 || code > 255) return data_loss("unknown dtype " + std::to_string(code));
+  return dtype_from_code(static_cast<uint8_t>(code));
+}
+
 Result<proto::DeltaRecordInfo> describe_delta_record(const DeltaRecordView& record) {
   const DeltaRecordHeader& h = record.header;
   proto::DeltaRecordInfo info;

@@ -13,5 +13,7 @@ namespace weightcast {
 Result<proto::DeltaRecordInfo> describe_delta_record(const DeltaRecordView& record);
 
 proto::DType dtype_to_proto(DType dtype);
+// kDataLoss for DTYPE_UNSPECIFIED and values this build does not know (manifests are input).
+Result<DType> dtype_from_proto(proto::DType dtype);
 
 }  // namespace weightcast

@@ -22,6 +22,7 @@ enum class StatusCode {
   kOutOfRange,          // a limit was exceeded
   kNotFound,
   kIoError,
+  kDeadlineExceeded,   // a wait ran past its deadline
   kUnimplemented,
   kInternal,
 };
@@ -72,6 +73,9 @@ inline Status not_found(std::string m) {
 }
 inline Status io_error(std::string m) {
   return {StatusCode::kIoError, std::move(m)};
+}
+inline Status deadline_exceeded(std::string m) {
+  return {StatusCode::kDeadlineExceeded, std::move(m)};
 }
 inline Status internal_error(std::string m) {
   return {StatusCode::kInternal, std::move(m)};

@@ -19,7 +19,7 @@
 #include "codec/model_shapes.h"
 #include "codec/synthetic_update.h"
 #include "codec/thread_pool.h"
-#include "src/raw_file.h"
+#include "transport/file_io.h"
 
 namespace wc = weightcast;
 namespace fs = std::filesystem;

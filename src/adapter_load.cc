@@ -5,7 +5,7 @@
 
 #include "codec/float_convert.h"
 #include "src/adapter_inputs.h"
-#include "src/raw_file.h"
+#include "transport/file_io.h"
 
 namespace weightcast {
 namespace {

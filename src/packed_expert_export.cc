@@ -4,7 +4,7 @@ namespace weightcast {
 
 Result<ExpertExport> export_packed_experts(std::span<const PackedParameter> params,
                                            std::span<const uint32_t> experts, bool coalesce,
-                                           ThreadPool* pool) {
+                                           ThreadPool* pool, StagingPool* staging) {
   std::vector<CopyRequest> requests;
   std::vector<const uint8_t*> sources;
   static constexpr const char* kStates[] = {"", "optimizer.exp_avg.", "optimizer.exp_avg_sq."};
@@ -45,7 +45,7 @@ Result<ExpertExport> export_packed_experts(std::span<const PackedParameter> para
   }
   ExpertExport out;
   out.plan = coalesce ? plan_copies(requests) : plan_per_slice(requests);
-  ASSIGN_OR_RETURN(out.staged, execute_copy_plan(out.plan, requests, sources, pool));
+  ASSIGN_OR_RETURN(out.staged, execute_copy_plan(out.plan, requests, sources, pool, nullptr, staging));
   out.tensors.reserve(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
     out.tensors.push_back(

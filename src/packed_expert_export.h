@@ -35,9 +35,12 @@ struct ExpertExport {
 
 // Exports `experts` (in that order; empty = all) of every parameter, for the master weights
 // and both moments ("<name>", "optimizer.exp_avg.<name>", "optimizer.exp_avg_sq.<name>").
-// `coalesce` false forces the per-slice path. Errors name the parameter.
+// `coalesce` false forces the per-slice path. With `staging`, the staged bytes live in buffers
+// of that pool, returned to it when the ExpertExport is destroyed (so a training loop that
+// exports every step reuses faulted-in memory). Errors name the parameter.
 Result<ExpertExport> export_packed_experts(std::span<const PackedParameter> params,
                                            std::span<const uint32_t> experts, bool coalesce,
-                                           ThreadPool* pool = nullptr);
+                                           ThreadPool* pool = nullptr,
+                                           StagingPool* staging = nullptr);
 
 }  // namespace weightcast

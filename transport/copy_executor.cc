@@ -24,6 +24,11 @@ std::span<const uint8_t> StagedCopies::slice(size_t request) const {
   return slices_.at(request);
 }
 
+size_t StagedCopies::reused_transfers() const {
+  return static_cast<size_t>(
+      std::count_if(staging_.begin(), staging_.end(), [](const StagingBuffer& b) { return b.warm(); }));
+}
+
 uint64_t StagedCopies::staged_bytes() const {
   uint64_t total = 0;
   for (uint64_t b : staging_bytes_) total += b;
@@ -32,7 +37,7 @@ uint64_t StagedCopies::staged_bytes() const {
 
 Result<StagedCopies> execute_copy_plan(const CopyPlan& plan, std::span<const CopyRequest> requests,
                                        std::span<const uint8_t* const> sources, ThreadPool* pool,
-                                       const CancelToken* cancel) {
+                                       const CancelToken* cancel, StagingPool* staging) {
   if (plan.slices.size() != requests.size()) {
     return invalid_argument("copy plan has " + std::to_string(plan.slices.size()) + " slices for " +
                             std::to_string(requests.size()) + " requests");
@@ -53,7 +58,13 @@ Result<StagedCopies> execute_copy_plan(const CopyPlan& plan, std::span<const Cop
   std::vector<Piece> pieces;
   for (uint32_t t = 0; t < plan.transfers.size(); ++t) {
     const uint64_t n = plan.transfers[t].bytes;
-    out.staging_.push_back(std::make_unique_for_overwrite<uint8_t[]>(std::max<uint64_t>(n, 1)));
+    Result<StagingBuffer> buffer = staging != nullptr ? staging->acquire(n) : allocate_staging(n);
+    if (!buffer.ok()) {
+      return buffer.status().with_context("staging copy plan transfer " + std::to_string(t) +
+                                          " (source " + std::to_string(plan.transfers[t].source) +
+                                          ")");
+    }
+    out.staging_.push_back(std::move(*buffer));
     out.staging_bytes_.push_back(n);
     for (uint64_t at = 0; at < n; at += kPieceBytes)
       pieces.push_back({t, at, std::min(kPieceBytes, n - at)});
@@ -62,7 +73,9 @@ Result<StagedCopies> execute_copy_plan(const CopyPlan& plan, std::span<const Cop
     if (cancel != nullptr && cancel->cancelled.load(std::memory_order_relaxed)) return;
     const Piece& p = pieces[k];
     const PlannedTransfer& t = plan.transfers[p.transfer];
-    std::memcpy(out.staging_[p.transfer].get() + p.offset, sources[t.source] + t.offset + p.offset,
+    const StagingBuffer& dst = out.staging_[p.transfer];
+    dst.prefault(p.offset, p.bytes);  // one system call instead of a fault per page
+    std::memcpy(dst.data() + p.offset, sources[t.source] + t.offset + p.offset,
                 p.bytes);
   };
   if (pool != nullptr) {
@@ -77,7 +90,7 @@ Result<StagedCopies> execute_copy_plan(const CopyPlan& plan, std::span<const Cop
   out.slices_.resize(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
     const RequestSlice& s = plan.slices[i];
-    out.slices_[i] = {out.staging_[s.transfer].get() + s.offset, requests[i].bytes};
+    out.slices_[i] = {out.staging_[s.transfer].data() + s.offset, requests[i].bytes};
   }
   return out;
 }

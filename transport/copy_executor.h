@@ -1,7 +1,9 @@
 // Running a copy plan (codec/copy_planner.h) on host memory: each transfer is copied once
 // into staging storage the result owns, on a thread pool; every request then reads its bytes
-// as a slice of its transfer. Slices stay valid after the sources change or go away.
-// (The CUDA executor, cudaMemcpyAsync into pinned staging, is part of issue 4 still open.)
+// as a slice of its transfer. Slices stay valid after the sources change or go away, for as
+// long as the result lives. Staging is fresh (pre-faulted) memory, or drawn from a
+// StagingPool (transport/staging_pool.h) and returned to it when the result is destroyed.
+// (transport/copy_executor_cuda.h runs plans whose sources are CUDA device memory.)
 #pragma once
 
 #include <atomic>
@@ -12,6 +14,7 @@
 
 #include "codec/copy_planner.h"
 #include "codec/status.h"
+#include "transport/staging_pool.h"
 
 namespace weightcast {
 
@@ -29,23 +32,28 @@ class StagedCopies {
   std::span<const uint8_t> slice(size_t request) const;
   size_t transfer_calls() const { return staging_.size(); }
   uint64_t staged_bytes() const;
+  // Transfers whose staging was reused from a StagingPool (already faulted in).
+  size_t reused_transfers() const;
 
  private:
   friend Result<StagedCopies> execute_copy_plan(const CopyPlan&, std::span<const CopyRequest>,
                                                 std::span<const uint8_t* const>, ThreadPool*,
-                                                const CancelToken*);
-  std::vector<std::unique_ptr<uint8_t[]>> staging_;
+                                                const CancelToken*, StagingPool*);
+  std::vector<StagingBuffer> staging_;  // one per transfer; returned to its pool on destruction
   std::vector<uint64_t> staging_bytes_;
   std::vector<std::span<const uint8_t>> slices_;
 };
 
 // `sources[s]` is the base of source allocation s (host memory). Checks every request lies in
 // its source (errors name the request), copies each transfer once (large ones in pieces on the
-// pool), and returns the staged slices. A cancelled token makes it return kFailedPrecondition
-// ("cancelled") with all staging freed.
+// pool), and returns the staged slices. With `staging` set, each transfer's buffer comes from
+// that pool (reused where one fits) and goes back to it when the result is destroyed; the pool
+// may be shared by plans running concurrently. A cancelled token makes it return
+// kFailedPrecondition ("cancelled") with all staging freed (or returned to `staging`).
 Result<StagedCopies> execute_copy_plan(const CopyPlan& plan, std::span<const CopyRequest> requests,
                                        std::span<const uint8_t* const> sources,
                                        ThreadPool* pool = nullptr,
-                                       const CancelToken* cancel = nullptr);
+                                       const CancelToken* cancel = nullptr,
+                                       StagingPool* staging = nullptr);
 
 }  // namespace weightcast

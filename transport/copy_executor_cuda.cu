@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -12,17 +13,58 @@ Status cuda_status(cudaError_t e, const std::string& what) {
   return io_error(what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
 }
 
+std::atomic<uint64_t> g_pinned_bytes{0};
+
 }  // namespace
 
 struct CudaStagedCopies::Impl {
   int device = 0;
   cudaStream_t stream = nullptr;
-  std::vector<uint8_t*> staging;  // pinned, one per transfer
+  const CancelToken* cancel = nullptr;
+  std::vector<uint8_t*> staging;  // pinned, one per enqueued transfer
+  std::vector<uint64_t> staging_bytes;
   std::vector<cudaEvent_t> events;
   std::vector<std::span<const uint8_t>> slices;
+  size_t planned = 0;   // transfers in the plan
+  size_t enqueued = 0;  // cudaMemcpyAsync calls made
   bool cancelled = false;
+  bool done = false;  // a wait() succeeded: final
   Status sticky;
+
+  bool cancel_requested() const { return cancel != nullptr && cancel->cancelled.load(); }
+
+  // Drains the stream (enqueued copies still write into the staging), then frees every pinned
+  // buffer and event. Idempotent.
+  void release_staging() {
+    cudaSetDevice(device);
+    if (stream != nullptr) cudaStreamSynchronize(stream);
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
+    for (size_t i = 0; i < staging.size(); ++i) {
+      cudaFreeHost(staging[i]);
+      g_pinned_bytes -= staging_bytes[i];
+    }
+    events.clear();
+    staging.clear();
+    staging_bytes.clear();
+    slices.clear();
+  }
+
+  Status cancel_now() {
+    cancelled = true;
+    release_staging();
+    return cancelled_status();
+  }
+
+  Status cancelled_status() const {
+    return failed_precondition("CUDA copy plan cancelled after " + std::to_string(enqueued) +
+                               " of " + std::to_string(planned) +
+                               " transfers were enqueued; pinned staging released");
+  }
 };
+
+uint64_t cuda_pinned_staging_bytes() {
+  return g_pinned_bytes.load();
+}
 
 bool cuda_device_usable(std::string* why) {
   int count = 0;
@@ -41,20 +83,18 @@ CudaStagedCopies::CudaStagedCopies(std::unique_ptr<Impl> impl) : impl_(std::move
 
 CudaStagedCopies::~CudaStagedCopies() {
   if (!impl_) return;
-  cudaSetDevice(impl_->device);
-  if (impl_->stream != nullptr) cudaStreamSynchronize(impl_->stream);
-  for (cudaEvent_t e : impl_->events) cudaEventDestroy(e);
-  for (uint8_t* p : impl_->staging) cudaFreeHost(p);
+  impl_->release_staging();
   if (impl_->stream != nullptr) cudaStreamDestroy(impl_->stream);
 }
 
 Status CudaStagedCopies::wait(std::chrono::milliseconds deadline) {
   if (!impl_->sticky.ok()) return impl_->sticky;
-  if (impl_->cancelled)
-    return failed_precondition("CUDA copy plan cancelled; staging released on destruction");
+  if (impl_->done) return ok_status();
+  if (impl_->cancelled) return impl_->cancelled_status();
   const auto until = std::chrono::steady_clock::now() + deadline;
   for (size_t t = 0; t < impl_->events.size(); ++t) {
     for (;;) {
+      if (impl_->cancel_requested()) return impl_->cancel_now();
       const cudaError_t e = cudaEventQuery(impl_->events[t]);
       if (e == cudaSuccess) break;
       if (e != cudaErrorNotReady) {
@@ -68,6 +108,8 @@ Status CudaStagedCopies::wait(std::chrono::milliseconds deadline) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
+  if (impl_->cancel_requested()) return impl_->cancel_now();
+  impl_->done = true;
   return ok_status();
 }
 
@@ -76,7 +118,13 @@ std::span<const uint8_t> CudaStagedCopies::slice(size_t request) const {
 }
 
 size_t CudaStagedCopies::transfer_calls() const {
-  return impl_->events.size();
+  return impl_->enqueued;
+}
+
+uint64_t CudaStagedCopies::pinned_bytes() const {
+  uint64_t total = 0;
+  for (uint64_t b : impl_->staging_bytes) total += b;
+  return total;
 }
 
 Result<std::unique_ptr<CudaStagedCopies>> execute_copy_plan_cuda(
@@ -95,6 +143,8 @@ Result<std::unique_ptr<CudaStagedCopies>> execute_copy_plan_cuda(
   }
   auto impl = std::make_unique<CudaStagedCopies::Impl>();
   impl->device = device;
+  impl->cancel = cancel;
+  impl->planned = plan.transfers.size();
   if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
     return cuda_status(e, "cudaSetDevice(" + std::to_string(device) + ")");
   }
@@ -106,16 +156,20 @@ Result<std::unique_ptr<CudaStagedCopies>> execute_copy_plan_cuda(
   auto out = std::make_unique<CudaStagedCopies>(std::move(impl));
   CudaStagedCopies::Impl& s = *out->impl_;
   for (size_t t = 0; t < plan.transfers.size(); ++t) {
-    if (cancel != nullptr && cancel->cancelled.load()) {
-      s.cancelled = true;
+    if (s.cancel_requested()) {
+      (void)s.cancel_now();  // wait() reports it
       return std::move(out);  // NOLINT: converts to Result
     }
     const PlannedTransfer& tr = plan.transfers[t];
+    const uint64_t bytes = tr.bytes == 0 ? 1 : tr.bytes;
     uint8_t* pinned = nullptr;
-    if (cudaError_t e = cudaMallocHost(&pinned, tr.bytes == 0 ? 1 : tr.bytes); e != cudaSuccess) {
-      return cuda_status(e, "cudaMallocHost of " + std::to_string(tr.bytes) + " bytes");
+    if (cudaError_t e = cudaMallocHost(&pinned, bytes); e != cudaSuccess) {
+      return cuda_status(e, "cudaMallocHost of " + std::to_string(tr.bytes) +
+                                " bytes for transfer " + std::to_string(t));
     }
     s.staging.push_back(pinned);
+    s.staging_bytes.push_back(bytes);
+    g_pinned_bytes += bytes;
     cudaEvent_t ev = nullptr;
     if (cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming); e != cudaSuccess) {
       return cuda_status(e, "cudaEventCreate");
@@ -126,6 +180,7 @@ Result<std::unique_ptr<CudaStagedCopies>> execute_copy_plan_cuda(
         e != cudaSuccess) {
       return cuda_status(e, "cudaMemcpyAsync of transfer " + std::to_string(t));
     }
+    ++s.enqueued;
     if (cudaError_t e = cudaEventRecord(ev, s.stream); e != cudaSuccess) {
       return cuda_status(e, "cudaEventRecord");
     }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "codec/status.h"
 #include "codec/tensor_bytes.h"
@@ -30,6 +31,11 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
 };
+
+// Reads all of `path` with pread; refuses files larger than `max_bytes` (kOutOfRange). A missing
+// file is kNotFound; every error names the file.
+Result<std::vector<uint8_t>> read_whole_file(const std::string& path,
+                                             uint64_t max_bytes = uint64_t{1} << 40);
 
 // Writes `path` through `<dir>/.<name>.tmp.<pid>`: bytes arrive through sink(); commit()
 // fsyncs the file, renames it over `path` and fsyncs the directory. Destroying an

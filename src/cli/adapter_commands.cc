@@ -11,7 +11,7 @@
 #include "src/adapter_load.h"
 #include "src/adapter_publish.h"
 #include "src/cli/commands.h"
-#include "src/raw_file.h"
+#include "transport/file_io.h"
 
 namespace weightcast::cli {
 namespace {

@@ -12,7 +12,7 @@
 #include "codec/hex.h"
 #include "codec/thread_pool.h"
 #include "src/cli/commands.h"
-#include "src/raw_file.h"
+#include "transport/file_io.h"
 
 namespace weightcast::cli {
 namespace {

@@ -15,7 +15,7 @@
 #include "codec/dedup.h"
 #include "src/adapter_inputs.h"
 #include "src/adapter_publish.h"
-#include "src/raw_file.h"
+#include "transport/file_io.h"
 
 namespace wc = weightcast;
 namespace fs = std::filesystem;

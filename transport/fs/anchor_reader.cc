@@ -1,0 +1,485 @@
+#include "transport/fs/anchor_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <unordered_set>
+#include <vector>
+
+#include "codec/checksum.h"
+#include "codec/dtype.h"
+#include "codec/safetensors_format.h"
+#include "codec/tensor_bytes.h"
+#include "codec/thread_pool.h"
+#include "transport/file_io.h"
+
+namespace weightcast {
+namespace {
+
+// Extents are read, hashed and checksummed in pieces of this size so the bytes stay in cache.
+constexpr uint64_t kPieceBytes = uint64_t{4} << 20;
+
+// What validation learns about a manifest, for the readers.
+struct AnchorLayout {
+  std::vector<size_t> shard_extents;       // shard s owns extents [shard_extents[s], [s + 1])
+  std::vector<int64_t> extent_tensor;      // owning tensor, -1 for a shard's header
+  std::vector<size_t> tensor_extent_begin;  // tensor i is covered by extents [begin, end)
+  std::vector<size_t> tensor_extent_end;
+  std::vector<DType> dtypes;
+};
+
+Status bad_manifest(const std::string& message) {
+  return data_loss("anchor manifest: " + message);
+}
+
+std::string tensor_where(const proto::StepManifest& m, size_t i) {
+  const auto& t = m.tensors(static_cast<int>(i));
+  return "tensor '" + t.name() + "' (shard '" + m.parts(static_cast<int>(t.part())).file() +
+         "' offset " + std::to_string(t.offset()) + ")";
+}
+
+Status check_file_name(const std::string& what, const std::string& name) {
+  if (name.empty() || name == "." || name.find('/') != std::string::npos ||
+      name.find("..") != std::string::npos || name.find('\0') != std::string::npos) {
+    return bad_manifest(what + " '" + name + "' is not a plain file name");
+  }
+  return ok_status();
+}
+
+Status check_parts_and_extents(const proto::StepManifest& m, AnchorLayout* layout) {
+  std::unordered_set<std::string_view> names;
+  for (const auto& part : m.parts()) {
+    RETURN_IF_ERROR(check_file_name("part file", part.file()));
+    if (!names.insert(part.file()).second) return bad_manifest("part '" + part.file() + "' twice");
+    if (part.compression() != proto::COMPRESSION_NONE || part.raw_bytes() != part.bytes()) {
+      return bad_manifest("anchor shard '" + part.file() + "' is marked compressed");
+    }
+  }
+  // Extents run shard by shard, each shard from offset 0 to its size without a gap.
+  int64_t shard = -1;
+  uint64_t cursor = 0;
+  for (int e = 0; e <= m.extents_size(); ++e) {
+    const bool at_end = e == m.extents_size();
+    if (at_end || static_cast<int64_t>(m.extents(e).shard()) != shard) {
+      if (shard >= 0 && cursor != m.parts(static_cast<int>(shard)).bytes()) {
+        return bad_manifest("extents of shard '" + m.parts(static_cast<int>(shard)).file() +
+                            "' end at offset " + std::to_string(cursor) + ", the file has " +
+                            std::to_string(m.parts(static_cast<int>(shard)).bytes()) + " bytes");
+      }
+      if (at_end) break;
+      if (m.extents(e).shard() != static_cast<uint64_t>(shard + 1)) {
+        return bad_manifest("extent " + std::to_string(e) + " names shard " +
+                            std::to_string(m.extents(e).shard()) + " after shard " +
+                            std::to_string(shard) + "; shards must follow in order");
+      }
+      shard = m.extents(e).shard();
+      cursor = 0;
+      layout->shard_extents.push_back(static_cast<size_t>(e));
+    }
+    const auto& x = m.extents(e);
+    const uint64_t size = m.parts(static_cast<int>(shard)).bytes();
+    if (x.offset() != cursor || x.bytes() == 0 || x.bytes() > size - cursor) {
+      return bad_manifest("extent " + std::to_string(e) + " [" + std::to_string(x.offset()) +
+                          ", +" + std::to_string(x.bytes()) + ") of shard '" +
+                          m.parts(static_cast<int>(shard)).file() + "' does not continue at " +
+                          std::to_string(cursor) + " inside the file's " + std::to_string(size) +
+                          " bytes");
+    }
+    cursor += x.bytes();
+  }
+  if (layout->shard_extents.size() != static_cast<size_t>(m.parts_size())) {
+    return bad_manifest("extents cover " + std::to_string(layout->shard_extents.size()) + " of " +
+                        std::to_string(m.parts_size()) + " shards");
+  }
+  layout->shard_extents.push_back(static_cast<size_t>(m.extents_size()));
+  return ok_status();
+}
+
+Status check_tensor(const proto::StepManifest& m, size_t i, const AnchorManifestLimits& limits,
+                    DType* dtype) {
+  const auto& t = m.tensors(static_cast<int>(i));
+  const std::string what = "tensor " + std::to_string(i) + " '" + t.name() + "'";
+  if (t.name().empty() || t.name().size() > limits.max_name_bytes) {
+    return bad_manifest(what + ": name is empty or longer than the limit");
+  }
+  const int code = static_cast<int>(t.dtype());
+  auto parsed = code > 0 && code < 256 ? dtype_from_code(static_cast<uint8_t>(code))
+                                       : Result<DType>(data_loss("dtype out of range"));
+  if (!parsed.ok()) return bad_manifest(what + ": unknown dtype " + std::to_string(code));
+  *dtype = *parsed;
+  if (static_cast<size_t>(t.shape_size()) > limits.max_rank) {
+    return bad_manifest(what + ": rank " + std::to_string(t.shape_size()) + " exceeds the limit");
+  }
+  auto numel = shape_numel({t.shape().begin(), t.shape().end()}, "anchor manifest: " + what);
+  if (!numel.ok()) return numel.status();
+  if (*numel > UINT64_MAX / dtype_size(*dtype) || *numel * dtype_size(*dtype) != t.bytes()) {
+    return bad_manifest(what + ": " + std::to_string(t.bytes()) + " bytes disagree with " +
+                        std::to_string(*numel) + " elements of " + std::string(dtype_name(*dtype)));
+  }
+  if (t.part() >= static_cast<uint32_t>(m.parts_size())) {
+    return bad_manifest(what + ": part " + std::to_string(t.part()) + " does not exist");
+  }
+  const uint64_t size = m.parts(static_cast<int>(t.part())).bytes();
+  if (t.offset() > size || t.bytes() > size - t.offset()) {
+    return bad_manifest(tensor_where(m, i) + ": " + std::to_string(t.bytes()) +
+                        " bytes run past the file's " + std::to_string(size));
+  }
+  return ok_status();
+}
+
+// Walks each shard's extents after the header against its tensors in offset order: every
+// tensor starts and ends on an extent boundary and every such extent belongs to a tensor.
+Status assign_extents(const proto::StepManifest& m, AnchorLayout* layout) {
+  std::vector<std::vector<size_t>> by_shard(m.parts_size());
+  for (int i = 0; i < m.tensors_size(); ++i) by_shard[m.tensors(i).part()].push_back(i);
+  layout->extent_tensor.assign(m.extents_size(), -1);
+  layout->tensor_extent_begin.assign(m.tensors_size(), 0);
+  layout->tensor_extent_end.assign(m.tensors_size(), 0);
+  for (size_t s = 0; s < by_shard.size(); ++s) {
+    auto& tensors = by_shard[s];
+    std::sort(tensors.begin(), tensors.end(), [&](size_t a, size_t b) {
+      return m.tensors(a).offset() < m.tensors(b).offset();
+    });
+    const auto& header = m.extents(static_cast<int>(layout->shard_extents[s]));
+    size_t e = layout->shard_extents[s] + 1;
+    const size_t end = layout->shard_extents[s + 1];
+    for (const size_t i : tensors) {
+      const auto& t = m.tensors(static_cast<int>(i));
+      if (t.offset() < header.bytes()) {
+        return bad_manifest(tensor_where(m, i) + " lies inside the header");
+      }
+      if (t.bytes() == 0) continue;
+      if (e >= end || m.extents(e).offset() != t.offset()) {
+        return bad_manifest(tensor_where(m, i) +
+                            " does not start on the next extent (overlap or gap)");
+      }
+      layout->tensor_extent_begin[i] = e;
+      const size_t elem = dtype_size(layout->dtypes[i]);
+      for (; e < end && m.extents(e).offset() < t.offset() + t.bytes(); ++e) {
+        const auto& x = m.extents(e);
+        if (x.offset() + x.bytes() > t.offset() + t.bytes() || (x.offset() - t.offset()) % elem) {
+          return bad_manifest("extent at offset " + std::to_string(x.offset()) + " of shard '" +
+                              m.parts(s).file() + "' crosses the end or an element of " +
+                              tensor_where(m, i));
+        }
+        layout->extent_tensor[e] = static_cast<int64_t>(i);
+      }
+      layout->tensor_extent_end[i] = e;
+    }
+    if (e != end) {
+      return bad_manifest("extent at offset " + std::to_string(m.extents(e).offset()) +
+                          " of shard '" + m.parts(s).file() + "' belongs to no tensor");
+    }
+  }
+  return ok_status();
+}
+
+Result<AnchorLayout> index_manifest(const proto::StepManifest& m,
+                                    const AnchorManifestLimits& limits = {}) {
+  if (m.kind() != proto::STEP_ANCHOR) return bad_manifest("kind is not STEP_ANCHOR");
+  if (static_cast<size_t>(m.tensors_size()) > limits.max_tensors ||
+      static_cast<size_t>(m.parts_size()) > limits.max_parts ||
+      static_cast<size_t>(m.extents_size()) > limits.max_extents) {
+    return bad_manifest(std::to_string(m.tensors_size()) + " tensors, " +
+                        std::to_string(m.parts_size()) + " parts or " +
+                        std::to_string(m.extents_size()) + " extents exceed the limits");
+  }
+  if (m.parts_size() == 0) return bad_manifest("no parts");
+  if (!m.index_file().empty()) RETURN_IF_ERROR(check_file_name("index file", m.index_file()));
+  AnchorLayout layout;
+  RETURN_IF_ERROR(check_parts_and_extents(m, &layout));
+  std::unordered_set<std::string_view> names;
+  layout.dtypes.resize(m.tensors_size());
+  for (int i = 0; i < m.tensors_size(); ++i) {
+    RETURN_IF_ERROR(check_tensor(m, i, limits, &layout.dtypes[i]));
+    if (!names.insert(m.tensors(i).name()).second) {
+      return bad_manifest("tensor '" + m.tensors(i).name() + "' appears twice");
+    }
+  }
+  RETURN_IF_ERROR(assign_extents(m, &layout));
+  return layout;
+}
+
+// The shard files of one read, opened on demand and closed together.
+class ShardFiles {
+ public:
+  ShardFiles(const std::string& dir, const proto::StepManifest& m)
+      : dir_(dir), m_(m), fds_(m.parts_size(), -1) {}
+  ~ShardFiles() {
+    for (const int fd : fds_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  std::string path(size_t s) const { return dir_ + "/" + m_.parts(static_cast<int>(s)).file(); }
+  int fd(size_t s) const { return fds_[s]; }
+
+  // Opens shard `s` once and checks its size against the manifest.
+  Status open(size_t s) {
+    if (fds_[s] >= 0) return ok_status();
+    const std::string p = path(s);
+    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) return not_found("anchor shard '" + p + "' is missing");
+    if (fd < 0) return io_error("cannot open anchor shard '" + p + "': " + std::strerror(errno));
+    fds_[s] = fd;
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return io_error("cannot stat '" + p + "': " + std::strerror(errno));
+    const uint64_t want = m_.parts(static_cast<int>(s)).bytes();
+    if (static_cast<uint64_t>(st.st_size) != want) {
+      return data_loss("anchor shard '" + p + "' ends at offset " + std::to_string(st.st_size) +
+                       ", the manifest says " + std::to_string(want) + " bytes (truncated?)");
+    }
+    return ok_status();
+  }
+
+ private:
+  std::string dir_;
+  const proto::StepManifest& m_;
+  std::vector<int> fds_;
+};
+
+// Reads extent `e` into `dest` (its size), or piece by piece into `dest` when `scratch`,
+// verifying its XXH3; returns its part of the owning tensor's checksum (0 for a header).
+Result<uint64_t> read_extent(const ShardFiles& files, const proto::StepManifest& m,
+                             const AnchorLayout& layout, size_t e, std::span<uint8_t> dest,
+                             bool scratch) {
+  const auto& x = m.extents(static_cast<int>(e));
+  const int64_t tensor = layout.extent_tensor[e];
+  const size_t elem = tensor < 0 ? 1 : dtype_size(layout.dtypes[tensor]);
+  const uint64_t first = tensor < 0 ? 0 : (x.offset() - m.tensors(tensor).offset()) / elem;
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                 &XXH3_freeState);
+  if (!state || XXH3_64bits_reset(state.get()) != XXH_OK) return internal_error("XXH3 state");
+  uint64_t checksum = 0;
+  for (uint64_t at = 0; at < x.bytes(); at += kPieceBytes) {
+    const uint64_t n = std::min<uint64_t>(kPieceBytes, x.bytes() - at);
+    uint8_t* to = scratch ? dest.data() : dest.data() + at;
+    for (uint64_t got = 0; got < n;) {
+      const ssize_t r = ::pread(files.fd(x.shard()), to + got, n - got,
+                                static_cast<off_t>(x.offset() + at + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        return data_loss("cannot read anchor shard '" + files.path(x.shard()) + "' at offset " +
+                         std::to_string(x.offset() + at + got) + ": " +
+                         (r == 0 ? "file ends early" : std::strerror(errno)));
+      }
+      got += static_cast<uint64_t>(r);
+    }
+    XXH3_64bits_update(state.get(), to, n);
+    if (tensor >= 0) checksum += checksum_range(to, elem, n / elem, first + at / elem);
+  }
+  if (XXH3_64bits_digest(state.get()) != x.xxh3()) {
+    return data_loss("anchor shard '" + files.path(x.shard()) + "': XXH3 of extent [" +
+                     std::to_string(x.offset()) + ", +" + std::to_string(x.bytes()) +
+                     ") differs from the manifest");
+  }
+  return checksum;
+}
+
+// Reads `extents` on `pool`, adding each one's checksum part into `checksums[tensor]`.
+// dest_of(e) is where extent e's bytes go; an empty span reads into per-thread scratch.
+Status read_extents(const ShardFiles& files, const proto::StepManifest& m,
+                    const AnchorLayout& layout, const std::vector<size_t>& extents,
+                    const std::function<std::span<uint8_t>(size_t)>& dest_of, ThreadPool* pool,
+                    std::vector<std::atomic<uint64_t>>* checksums) {
+  std::mutex error_mutex;
+  Status first_error;
+  std::atomic<bool> failed{false};
+  auto run = [&](size_t k) {
+    if (failed.load(std::memory_order_relaxed)) return;
+    const size_t e = extents[k];
+    std::span<uint8_t> dest = dest_of(e);
+    std::vector<uint8_t> scratch;
+    if (dest.empty()) {
+      scratch.resize(std::min<uint64_t>(kPieceBytes, m.extents(e).bytes()));
+      dest = scratch;
+    }
+    auto part = read_extent(files, m, layout, e, dest, !scratch.empty());
+    if (part.ok() && layout.extent_tensor[e] >= 0) {
+      (*checksums)[layout.extent_tensor[e]].fetch_add(*part, std::memory_order_relaxed);
+    } else if (!part.ok()) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!failed.exchange(true)) first_error = part.status();
+    }
+  };
+  if (pool != nullptr) {
+    pool->parallel_for(extents.size(), run);
+  } else {
+    for (size_t k = 0; k < extents.size(); ++k) run(k);
+  }
+  return failed.load() ? first_error : ok_status();
+}
+
+Status compare_checksum(const proto::StepManifest& m, size_t i, uint64_t actual) {
+  if (actual == m.tensors(static_cast<int>(i)).checksum()) return ok_status();
+  return checksum_mismatch(tensor_where(m, i) + ": checksum " + std::to_string(actual) +
+                           " differs from the manifest's " +
+                           std::to_string(m.tensors(static_cast<int>(i)).checksum()));
+}
+
+// Reads the tensors `wanted` into dest_of(their first extent)'s buffers and checks them.
+Status read_tensors(const std::string& dir, const proto::StepManifest& m,
+                    const AnchorLayout& layout, const std::vector<size_t>& wanted,
+                    const std::function<std::span<uint8_t>(size_t)>& dest_of, ThreadPool* pool) {
+  ShardFiles files(dir, m);
+  std::vector<size_t> extents;
+  for (const size_t i : wanted) {
+    if (m.tensors(i).bytes() == 0) continue;
+    RETURN_IF_ERROR(files.open(m.tensors(i).part()));
+    for (size_t e = layout.tensor_extent_begin[i]; e < layout.tensor_extent_end[i]; ++e) {
+      extents.push_back(e);
+    }
+  }
+  std::vector<std::atomic<uint64_t>> checksums(m.tensors_size());
+  RETURN_IF_ERROR(read_extents(files, m, layout, extents, dest_of, pool, &checksums));
+  for (const size_t i : wanted) RETURN_IF_ERROR(compare_checksum(m, i, checksums[i].load()));
+  return ok_status();
+}
+
+}  // namespace
+
+Status validate_anchor_manifest(const proto::StepManifest& manifest,
+                                const AnchorManifestLimits& limits) {
+  return index_manifest(manifest, limits).status();
+}
+
+Status read_anchor_tensor(const std::string& dir, const proto::StepManifest& m, size_t index,
+                          std::span<uint8_t> dest) {
+  ASSIGN_OR_RETURN(const AnchorLayout layout, index_manifest(m));
+  if (index >= static_cast<size_t>(m.tensors_size()) ||
+      dest.size() != m.tensors(static_cast<int>(index)).bytes()) {
+    return invalid_argument("read_anchor_tensor: tensor " + std::to_string(index) +
+                            " does not exist or does not fit " + std::to_string(dest.size()) +
+                            " bytes");
+  }
+  const uint64_t base = m.tensors(static_cast<int>(index)).offset();
+  return read_tensors(
+      dir, m, layout, {index},
+      [&](size_t e) { return dest.subspan(m.extents(e).offset() - base, m.extents(e).bytes()); },
+      nullptr);
+}
+
+Status read_anchor(const std::string& dir, const proto::StepManifest& m,
+                   std::span<const std::span<uint8_t>> dests, ThreadPool* pool) {
+  ASSIGN_OR_RETURN(const AnchorLayout layout, index_manifest(m));
+  if (dests.size() != static_cast<size_t>(m.tensors_size())) {
+    return invalid_argument("read_anchor: " + std::to_string(dests.size()) +
+                            " destinations for " + std::to_string(m.tensors_size()) + " tensors");
+  }
+  std::vector<size_t> all(dests.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    all[i] = i;
+    if (dests[i].size() != m.tensors(i).bytes()) {
+      return invalid_argument("read_anchor: destination of tensor '" + m.tensors(i).name() +
+                              "' has " + std::to_string(dests[i].size()) + " bytes, needs " +
+                              std::to_string(m.tensors(i).bytes()));
+    }
+  }
+  return read_tensors(
+      dir, m, layout, all,
+      [&](size_t e) {
+        const auto& t = m.tensors(layout.extent_tensor[e]);
+        return dests[layout.extent_tensor[e]].subspan(m.extents(e).offset() - t.offset(),
+                                                      m.extents(e).bytes());
+      },
+      pool);
+}
+
+namespace {
+
+// The shard's safetensors header parses and places exactly the manifest's tensors of shard
+// `s` (`tensors`) with the manifest's dtypes, shapes and offsets.
+Status check_shard_header(const ShardFiles& files, const proto::StepManifest& m,
+                          const AnchorLayout& layout, size_t s, const std::vector<size_t>& tensors) {
+  const size_t e = layout.shard_extents[s];
+  const auto& x = m.extents(static_cast<int>(e));
+  const std::string path = files.path(s);
+  if (x.bytes() > 8 + SafetensorsLimits{}.max_header_bytes) {
+    return data_loss("anchor shard '" + path + "': header extent of " +
+                     std::to_string(x.bytes()) + " bytes exceeds the safetensors limit");
+  }
+  std::vector<uint8_t> prefix(x.bytes());
+  RETURN_IF_ERROR(read_extent(files, m, layout, e, prefix, false).status());
+  auto header = parse_safetensors_header(prefix, m.parts(static_cast<int>(s)).bytes());
+  if (!header.ok()) return data_loss("anchor shard '" + path + "': " + header.status().message());
+  if (header->data_offset != x.bytes() || header->tensors.size() != tensors.size()) {
+    return data_loss("anchor shard '" + path + "': header of " +
+                     std::to_string(header->data_offset) + " bytes with " +
+                     std::to_string(header->tensors.size()) + " tensors; the manifest has " +
+                     std::to_string(x.bytes()) + " and " + std::to_string(tensors.size()));
+  }
+  for (const size_t i : tensors) {
+    const auto& t = m.tensors(static_cast<int>(i));
+    const SafetensorsTensorInfo* info = header->find(t.name());
+    if (info == nullptr || info->dtype != layout.dtypes[i] ||
+        !std::equal(info->shape.begin(), info->shape.end(), t.shape().begin(), t.shape().end()) ||
+        header->data_offset + info->data_begin != t.offset() ||
+        info->data_end - info->data_begin != t.bytes()) {
+      return data_loss(tensor_where(m, i) + " is missing from or disagrees with the header of '" +
+                       path + "' (dtype, shape or data_offsets)");
+    }
+  }
+  return ok_status();
+}
+
+// The index json maps every tensor to its shard file and names nothing else.
+Status check_index_json(const std::string& dir, const proto::StepManifest& m) {
+  if (m.index_file().empty()) return bad_manifest("index_file is empty");
+  const std::string path = dir + "/" + m.index_file();
+  auto file = MappedFile::open(path);
+  if (!file.ok()) return not_found("anchor index '" + path + "': " + file.status().message());
+  const auto bytes = file->bytes();
+  const auto json = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
+  const auto map = json.is_object() ? json.find("weight_map") : json.end();
+  if (json.is_discarded() || map == json.end() || !map->is_object()) {
+    return data_loss("anchor index '" + path + "' is not JSON with a weight_map object");
+  }
+  if (map->size() != static_cast<size_t>(m.tensors_size())) {
+    return data_loss("anchor index '" + path + "' names " + std::to_string(map->size()) +
+                     " tensors, the manifest " + std::to_string(m.tensors_size()));
+  }
+  for (const auto& t : m.tensors()) {
+    const auto it = map->find(t.name());
+    const std::string& want = m.parts(static_cast<int>(t.part())).file();
+    if (it == map->end() || !it->is_string() || it->get_ref<const std::string&>() != want) {
+      return data_loss("anchor index '" + path + "' does not map tensor '" + t.name() + "' to '" +
+                       want + "'");
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status verify_anchor(const std::string& dir, const proto::StepManifest& m, ThreadPool* pool) {
+  ASSIGN_OR_RETURN(const AnchorLayout layout, index_manifest(m));
+  ShardFiles files(dir, m);
+  std::vector<std::vector<size_t>> by_shard(m.parts_size());
+  for (int i = 0; i < m.tensors_size(); ++i) by_shard[m.tensors(i).part()].push_back(i);
+  for (size_t s = 0; s < by_shard.size(); ++s) {
+    RETURN_IF_ERROR(files.open(s));
+    RETURN_IF_ERROR(check_shard_header(files, m, layout, s, by_shard[s]));
+  }
+  std::vector<size_t> extents;
+  for (size_t e = 0; e < layout.extent_tensor.size(); ++e) {
+    if (layout.extent_tensor[e] >= 0) extents.push_back(e);
+  }
+  std::vector<std::atomic<uint64_t>> checksums(m.tensors_size());
+  RETURN_IF_ERROR(read_extents(
+      files, m, layout, extents, [](size_t) { return std::span<uint8_t>(); }, pool, &checksums));
+  for (int i = 0; i < m.tensors_size(); ++i) {
+    RETURN_IF_ERROR(compare_checksum(m, i, checksums[i].load()));
+  }
+  return check_index_json(dir, m);
+}
+
+}  // namespace weightcast

@@ -1,0 +1,291 @@
+#include "transport/fs/catch_up_reader.h"
+
+#include <algorithm>
+#include <map>
+#include <thread>
+
+#include "codec/delta_apply.h"
+#include "codec/delta_format.h"
+#include "codec/delta_manifest.h"
+#include "codec/tensor_bytes.h"
+#include "codec/tensor_ref.h"
+#include "transport/fs/anchor_reader.h"
+#include "transport/fs/delta_step.h"
+#include "transport/fs/journal_files.h"
+#include "transport/fs/retention.h"
+#include "transport/fs/step_commit.h"
+
+namespace weightcast {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+std::string CatchUpPlan::describe() const {
+  std::string s = anchor ? "load anchor " + std::to_string(*anchor) : "from the held version";
+  if (deltas.empty()) return s;
+  return s + ", then apply deltas " + std::to_string(deltas.front()) + ".." +
+         std::to_string(deltas.back());
+}
+
+CatchUpReader::CatchUpReader(std::string root, std::vector<ReaderDestination> destinations,
+                             CatchUpOptions options)
+    : layout_(std::move(root)),
+      destinations_(std::move(destinations)),
+      options_(std::move(options)),
+      checksums_(destinations_.size(), 0) {}
+
+void CatchUpReader::log(const std::string& line) const {
+  if (options_.log) options_.log(line);
+}
+
+Result<uint64_t> CatchUpReader::head_version() const {
+  ASSIGN_OR_RETURN(auto head, read_journal_head(layout_));
+  if (!head) return not_found("journal '" + layout_.root() + "' has no HEAD (nothing published)");
+  return head->version();
+}
+
+Result<std::vector<uint64_t>> CatchUpReader::anchors_at_or_below(
+    uint64_t target, std::vector<std::string>* notes) const {
+  ASSIGN_OR_RETURN(auto steps, layout_.list_steps());
+  std::vector<uint64_t> anchors;
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    if (*it > target) continue;
+    auto m = read_manifest_file(layout_.manifest(*it));
+    if (!m.ok()) {
+      if (notes) notes->push_back("step " + std::to_string(*it) + ": " + m.status().message());
+      continue;
+    }
+    if (m->kind() == proto::STEP_ANCHOR) anchors.push_back(*it);
+  }
+  return anchors;
+}
+
+Result<CatchUpPlan> CatchUpReader::plan(std::optional<uint64_t> target) const {
+  CatchUpPlan plan;
+  ASSIGN_OR_RETURN(plan.target, head_version());
+  if (target && *target > plan.target) {
+    return not_found("version " + std::to_string(*target) + " is not committed in journal '" +
+                     layout_.root() + "' (HEAD is " + std::to_string(plan.target) + ")");
+  }
+  if (target) plan.target = *target;
+  if (held_ && *held_ > plan.target) {
+    return failed_precondition("the destinations hold version " + std::to_string(*held_) +
+                               ", newer than the target " + std::to_string(plan.target));
+  }
+  uint64_t from = held_.value_or(0);
+  // From the held version when there is one (anchors carry their delta); catch_up falls back
+  // to an anchor when that chain turns out broken.
+  if (!held_) {
+    ASSIGN_OR_RETURN(auto anchors, anchors_at_or_below(plan.target, nullptr));
+    if (anchors.empty()) {
+      return not_found("journal '" + layout_.root() + "' has no readable anchor at or below " +
+                       std::to_string(plan.target));
+    }
+    plan.anchor = anchors.front();
+    from = anchors.front();
+  }
+  for (uint64_t v = from + 1; v <= plan.target && v > from; ++v) plan.deltas.push_back(v);
+  return plan;
+}
+
+Status CatchUpReader::check_destinations(const proto::StepManifest& m,
+                                         const std::string& what) const {
+  if (static_cast<size_t>(m.tensors_size()) != destinations_.size()) {
+    return failed_precondition(what + " has " + std::to_string(m.tensors_size()) +
+                               " tensors, the reader registered " +
+                               std::to_string(destinations_.size()));
+  }
+  for (size_t i = 0; i < destinations_.size(); ++i) {
+    const auto& t = m.tensors(static_cast<int>(i));
+    const auto& d = destinations_[i];
+    if (t.name() != d.name || t.dtype() != dtype_to_proto(d.dtype) ||
+        !std::equal(t.shape().begin(), t.shape().end(), d.shape.begin(), d.shape.end())) {
+      return failed_precondition(what + ": tensor " + std::to_string(i) + " is '" + t.name() +
+                                 "', the reader registered '" + d.name +
+                                 "' (destinations must match the manifest's names, dtypes and "
+                                 "shapes, in its order)");
+    }
+    auto numel = shape_numel(d.shape, "tensor '" + d.name + "'");
+    if (!numel.ok()) return numel.status();
+    if (d.bytes.size() != *numel * dtype_size(d.dtype)) {
+      return invalid_argument("destination of '" + d.name + "' has " +
+                              std::to_string(d.bytes.size()) + " bytes, the tensor needs " +
+                              std::to_string(*numel * dtype_size(d.dtype)));
+    }
+  }
+  return ok_status();
+}
+
+Status CatchUpReader::load_anchor(uint64_t version) {
+  const std::string what = layout_.step(version);
+  ASSIGN_OR_RETURN(auto m, read_manifest_file(layout_.manifest(version)));
+  if (m.kind() != proto::STEP_ANCHOR) return data_loss(what + " is not an anchor");
+  RETURN_IF_ERROR(check_destinations(m, what));
+  held_.reset();
+  std::vector<std::span<uint8_t>> dests;
+  for (const auto& d : destinations_) dests.push_back(d.bytes);
+  RETURN_IF_ERROR(read_anchor(layout_.step(version), m, dests, options_.pool));
+  for (size_t i = 0; i < destinations_.size(); ++i) {
+    checksums_[i] = m.tensors(static_cast<int>(i)).checksum();
+  }
+  held_ = version;
+  return ok_status();
+}
+
+Status CatchUpReader::apply_delta_step(uint64_t version) {
+  // An anchor step carries its delta from the version before in delta/ (journal_writer.h).
+  std::string dir = layout_.step(version);
+  ASSIGN_OR_RETURN(auto m, read_manifest_file(dir + "/MANIFEST"));
+  if (m.kind() == proto::STEP_ANCHOR) {
+    dir += "/delta";
+    auto delta = read_manifest_file(dir + "/MANIFEST");
+    if (!delta.ok()) {
+      return Status(delta.status().code(), "anchor " + std::to_string(version) +
+                                               " carries no delta from the version before: " +
+                                               delta.status().message());
+    }
+    m = std::move(*delta);
+  }
+  const std::string& what = dir;
+  if (m.kind() != proto::STEP_DELTA || m.version() != version ||
+      m.base_version() + 1 != version) {
+    return data_loss(what + " is not a delta on version " + std::to_string(version - 1));
+  }
+  if (!held_ || *held_ != m.base_version()) {
+    return failed_precondition(what + " applies to version " + std::to_string(m.base_version()));
+  }
+  RETURN_IF_ERROR(check_destinations(m, what));
+  // Everything is read and checked before the first byte is written.
+  std::map<uint32_t, std::vector<uint8_t>> parts;
+  std::vector<std::pair<size_t, DeltaRecordView>> records;
+  for (size_t i = 0; i < destinations_.size(); ++i) {
+    const auto& t = m.tensors(static_cast<int>(i));
+    if (!t.changed()) {
+      if (t.checksum() != checksums_[i]) {
+        return data_loss(what + ": unchanged tensor '" + t.name() +
+                         "' lists a checksum other than the held one");
+      }
+      continue;
+    }
+    if (!parts.contains(t.part())) {
+      ASSIGN_OR_RETURN(parts[t.part()], read_delta_part(dir, m, t.part()));
+    }
+    std::span<const uint8_t> bytes(parts[t.part()]);
+    auto record = parse_delta_record(bytes.subspan(t.offset(), t.bytes()));
+    if (!record.ok()) {
+      return data_loss(what + ": record of '" + t.name() + "': " + record.status().message());
+    }
+    const DeltaRecordHeader& h = record->header;
+    if (h.name != t.name() || h.base_version != m.base_version() || h.target_version != version ||
+        h.target_checksum != t.checksum() || record->record_bytes != t.bytes()) {
+      return data_loss(what + ": record of '" + t.name() + "' disagrees with the manifest");
+    }
+    records.emplace_back(i, std::move(*record));
+  }
+  held_.reset();  // from here on the destinations may be between versions
+  for (auto& [i, record] : records) {
+    const auto& d = destinations_[i];
+    const int64_t count = static_cast<int64_t>(d.bytes.size() / dtype_size(d.dtype));
+    ApplyOptions a;
+    a.current_checksum = checksums_[i];
+    a.pool = options_.pool;
+    auto applied = apply_delta(record, TensorRef::contiguous(d.name, d.dtype, d.bytes.data(), count), a);
+    if (!applied.ok()) return applied.status();
+    checksums_[i] = applied->checksum;
+  }
+  held_ = version;
+  return ok_status();
+}
+
+Status CatchUpReader::run_deltas(uint64_t from_exclusive, uint64_t target,
+                                 CatchUpReport* report) {
+  for (uint64_t v = from_exclusive + 1; v <= target && v > from_exclusive; ++v) {
+    if (!options_.lease_holder.empty()) {
+      RETURN_IF_ERROR(write_lease(layout_, options_.lease_holder, v - 1, unix_now_ms(),
+                                  options_.lease_ttl_ms));
+    }
+    RETURN_IF_ERROR(apply_delta_step(v));
+    ++report->deltas_applied;
+    log("applied delta " + std::to_string(v));
+  }
+  return ok_status();
+}
+
+Result<CatchUpReport> CatchUpReader::catch_up(std::optional<uint64_t> target) {
+  const double t0 = now_s();
+  CatchUpReport report;
+  ASSIGN_OR_RETURN(auto first, plan(target));
+  const uint64_t goal = first.target;
+  Status last = ok_status();
+  if (!first.anchor) {
+    last = run_deltas(*held_, goal, &report);
+    if (last.ok()) {
+      report.version = goal;
+      report.seconds = now_s() - t0;
+      return report;
+    }
+    report.fallbacks.push_back("deltas from held version: " + last.message());
+    log("falling back to an anchor: " + last.message());
+    held_.reset();
+  }
+  ASSIGN_OR_RETURN(auto anchors, anchors_at_or_below(goal, &report.fallbacks));
+  for (const uint64_t a : anchors) {
+    if (!options_.lease_holder.empty()) {
+      RETURN_IF_ERROR(
+          write_lease(layout_, options_.lease_holder, a, unix_now_ms(), options_.lease_ttl_ms));
+    }
+    last = load_anchor(a);
+    if (last.ok()) {
+      ++report.anchors_loaded;
+      log("loaded anchor " + std::to_string(a));
+      last = run_deltas(a, goal, &report);
+    }
+    if (last.ok()) break;
+    report.fallbacks.push_back("anchor " + std::to_string(a) + ": " + last.message());
+    log("anchor " + std::to_string(a) + " failed, trying an older one: " + last.message());
+    held_.reset();
+  }
+  if (!options_.lease_holder.empty()) (void)release_lease(layout_, options_.lease_holder);
+  if (!held_ || *held_ != goal) {
+    std::string all;
+    for (const auto& f : report.fallbacks) all += "\n  " + f;
+    return Status(last.ok() ? StatusCode::kNotFound : last.code(),
+                  "cannot reach version " + std::to_string(goal) + " in journal '" +
+                      layout_.root() + "':" + (all.empty() ? " no anchor" : all));
+  }
+  report.version = goal;
+  report.seconds = now_s() - t0;
+  return report;
+}
+
+Result<CatchUpReport> CatchUpReader::follow(uint64_t until_version,
+                                            std::chrono::steady_clock::time_point deadline,
+                                            std::chrono::milliseconds poll) {
+  CatchUpReport total;
+  while (true) {
+    auto head = head_version();
+    if (head.ok() && (!held_ || *head > *held_)) {
+      ASSIGN_OR_RETURN(auto step, catch_up(*head));
+      total.anchors_loaded += step.anchors_loaded;
+      total.deltas_applied += step.deltas_applied;
+      total.fallbacks.insert(total.fallbacks.end(), step.fallbacks.begin(), step.fallbacks.end());
+      total.seconds += step.seconds;
+      total.version = step.version;
+    } else if (!head.ok() && head.status().code() != StatusCode::kNotFound) {
+      return head.status();
+    }
+    if (held_ && *held_ >= until_version) return total;
+    if (std::chrono::steady_clock::now() + poll > deadline) {
+      return deadline_exceeded("journal '" + layout_.root() + "' did not reach version " +
+                               std::to_string(until_version) + " before the deadline (holding " +
+                               (held_ ? std::to_string(*held_) : std::string("nothing")) + ")");
+    }
+    std::this_thread::sleep_for(poll);
+  }
+}
+
+}  // namespace weightcast

@@ -1,0 +1,100 @@
+// The subscriber side of the filesystem journal: brings registered destination tensors from
+// the version they hold (or from nothing) to the head, as "load anchor A, then apply deltas
+// A+1..V", verifying every part's XXH3 and every tensor's checksum on the way, and follows new
+// versions as they are committed.
+//
+// Guarantees: a destination set is only ever reported as holding version v (held()) when
+// every tensor's checksum equals v's manifest. A failure in the middle of a step leaves
+// held() empty (the contents are then undefined) and the reader recovers by loading an
+// anchor; a bad anchor (corrupt, truncated, missing) makes it fall back to the previous one.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codec/dtype.h"
+#include "codec/status.h"
+#include "transport/fs/journal_layout.h"
+#include "weightcast/journal.pb.h"
+
+namespace weightcast {
+
+class ThreadPool;
+
+// Where one tensor of the model lives in the reader's process: contiguous host bytes.
+struct ReaderDestination {
+  std::string name;
+  DType dtype = DType::kBF16;
+  std::vector<int64_t> shape;
+  std::span<uint8_t> bytes;
+};
+
+struct CatchUpOptions {
+  ThreadPool* pool = nullptr;
+  // When set, a lease under this holder name protects the steps being replayed from GC.
+  std::string lease_holder;
+  int64_t lease_ttl_ms = 10 * 60 * 1000;
+  std::function<void(const std::string&)> log;  // a line per step loaded and per fallback
+};
+
+struct CatchUpPlan {
+  std::optional<uint64_t> anchor;  // none: deltas straight from the held version
+  std::vector<uint64_t> deltas;
+  uint64_t target = 0;
+  std::string describe() const;
+};
+
+struct CatchUpReport {
+  uint64_t version = 0;
+  uint64_t anchors_loaded = 0;
+  uint64_t deltas_applied = 0;
+  std::vector<std::string> fallbacks;  // why a plan was abandoned
+  double seconds = 0;
+};
+
+class CatchUpReader {
+ public:
+  CatchUpReader(std::string root, std::vector<ReaderDestination> destinations,
+                CatchUpOptions options = {});
+
+  std::optional<uint64_t> held() const { return held_; }
+  // C() of destination i at the held version (valid while held() has a value).
+  uint64_t checksum(size_t i) const { return checksums_[i]; }
+
+  // The plan from the held version to `target` (default: HEAD's version).
+  Result<CatchUpPlan> plan(std::optional<uint64_t> target = {}) const;
+
+  // Executes plans until the destinations hold `target` (default: HEAD's version), falling
+  // back to older anchors as needed. Fails (naming every plan tried) only when no anchor
+  // reaches the target.
+  Result<CatchUpReport> catch_up(std::optional<uint64_t> target = {});
+
+  // Catches up to HEAD, then polls HEAD every `poll` and catches up again, until the held
+  // version reaches `until_version` (kDeadlineExceeded at `deadline`).
+  Result<CatchUpReport> follow(uint64_t until_version,
+                               std::chrono::steady_clock::time_point deadline,
+                               std::chrono::milliseconds poll = std::chrono::milliseconds(20));
+
+ private:
+  Result<uint64_t> head_version() const;
+  Result<std::vector<uint64_t>> anchors_at_or_below(uint64_t target,
+                                                    std::vector<std::string>* notes) const;
+  Status check_destinations(const proto::StepManifest& manifest, const std::string& what) const;
+  Status load_anchor(uint64_t version);
+  Status apply_delta_step(uint64_t version);
+  Status run_deltas(uint64_t from_exclusive, uint64_t target, CatchUpReport* report);
+  void log(const std::string& line) const;
+
+  JournalLayout layout_;
+  std::vector<ReaderDestination> destinations_;
+  CatchUpOptions options_;
+  std::optional<uint64_t> held_;
+  std::vector<uint64_t> checksums_;
+};
+
+}  // namespace weightcast

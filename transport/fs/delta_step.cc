@@ -1,0 +1,129 @@
+#include "transport/fs/delta_step.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "codec/part_compression.h"
+#include "transport/file_io.h"
+
+namespace weightcast {
+namespace {
+
+std::string part_file_name(int index) {
+  char name[32];
+  std::snprintf(name, sizeof name, "part-%05d.wcd", index);
+  return name;
+}
+
+}  // namespace
+
+Status write_and_sync_file(const std::string& path, std::span<const uint8_t> bytes,
+                           const std::function<Status(const std::string&, uint64_t)>& before_write) {
+  if (before_write) RETURN_IF_ERROR(before_write(path, bytes.size()));
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return io_error("cannot create '" + path + "': " + std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Status s = io_error("cannot write '" + path + "' at offset " + std::to_string(done) + ": " +
+                          std::strerror(errno));
+      ::close(fd);
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    Status s = io_error("cannot fsync '" + path + "': " + std::strerror(errno));
+    ::close(fd);
+    return s;
+  }
+  if (::close(fd) != 0) return io_error("cannot close '" + path + "': " + std::strerror(errno));
+  return ok_status();
+}
+
+DeltaPartWriter::DeltaPartWriter(std::string dir, DeltaPartOptions options,
+                                 proto::StepManifest* manifest)
+    : dir_(std::move(dir)), options_(std::move(options)), manifest_(manifest) {}
+
+Status DeltaPartWriter::add_record(proto::TensorState* tensor, std::span<const uint8_t> record) {
+  if (!buffer_.empty() && buffer_.size() + record.size() > options_.part_bytes) {
+    RETURN_IF_ERROR(flush_part());
+  }
+  tensor->set_changed(true);
+  tensor->set_part(static_cast<uint32_t>(manifest_->parts_size()));
+  tensor->set_offset(buffer_.size());
+  tensor->set_bytes(record.size());
+  buffer_.insert(buffer_.end(), record.begin(), record.end());
+  return ok_status();
+}
+
+Status DeltaPartWriter::finish() {
+  if (!buffer_.empty()) RETURN_IF_ERROR(flush_part());
+  return ok_status();
+}
+
+Status DeltaPartWriter::flush_part() {
+  proto::PartInfo* part = manifest_->add_parts();
+  part->set_file(part_file_name(manifest_->parts_size() - 1));
+  part->set_raw_bytes(buffer_.size());
+  std::span<const uint8_t> stored = buffer_;
+  std::vector<uint8_t> compressed;
+  if (options_.compression == proto::COMPRESSION_ZSTD_BYTE_PLANES) {
+    PartCompressionOptions c;
+    c.zstd_level = options_.zstd_level;
+    c.plane_width = options_.plane_width;
+    ASSIGN_OR_RETURN(compressed, compress_part(buffer_, c));
+    stored = compressed;
+  }
+  part->set_compression(options_.compression);
+  part->set_bytes(stored.size());
+  part->set_xxh3(XXH3_64bits(stored.data(), stored.size()));
+  RETURN_IF_ERROR(write_and_sync_file(dir_ + "/" + part->file(), stored, options_.before_write));
+  raw_bytes_ += buffer_.size();
+  stored_bytes_ += stored.size();
+  buffer_.clear();
+  return ok_status();
+}
+
+Result<std::vector<uint8_t>> read_delta_part(const std::string& step_dir,
+                                             const proto::StepManifest& manifest, size_t index) {
+  if (index >= static_cast<size_t>(manifest.parts_size())) {
+    return invalid_argument("part " + std::to_string(index) + " of " + step_dir +
+                            " does not exist");
+  }
+  const proto::PartInfo& part = manifest.parts(static_cast<int>(index));
+  const std::string path = step_dir + "/" + part.file();
+  auto bytes = read_whole_file(path, part.bytes());
+  if (!bytes.ok()) {
+    if (bytes.status().code() == StatusCode::kOutOfRange) {
+      return data_loss("'" + path + "' is larger than the " + std::to_string(part.bytes()) +
+                       " bytes its manifest lists");
+    }
+    return bytes.status();
+  }
+  if (bytes->size() != part.bytes()) {
+    return data_loss("'" + path + "' has " + std::to_string(bytes->size()) +
+                     " bytes, its manifest lists " + std::to_string(part.bytes()) +
+                     " (truncated)");
+  }
+  if (XXH3_64bits(bytes->data(), bytes->size()) != part.xxh3()) {
+    return data_loss("'" + path + "': XXH3 mismatch (part corrupted)");
+  }
+  if (part.compression() == proto::COMPRESSION_NONE) return bytes;
+  auto raw = decompress_part(*bytes, part.raw_bytes());
+  if (!raw.ok()) return data_loss("'" + path + "': " + raw.status().message());
+  if (raw->size() != part.raw_bytes()) {
+    return data_loss("'" + path + "' decompresses to " + std::to_string(raw->size()) +
+                     " bytes, its manifest lists " + std::to_string(part.raw_bytes()));
+  }
+  return raw;
+}
+
+}  // namespace weightcast

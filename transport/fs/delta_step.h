@@ -1,0 +1,66 @@
+// The part files of a delta step: the records of every changed tensor (codec/delta_format.h)
+// packed back to back into files of about `part_bytes` (a record larger than that gets a part
+// of its own), each with its XXH3-64 in the manifest, optionally compressed with zstd on byte
+// planes (codec/part_compression.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codec/status.h"
+#include "weightcast/journal.pb.h"
+
+namespace weightcast {
+
+struct DeltaPartOptions {
+  uint64_t part_bytes = uint64_t{64} << 20;
+  proto::PartCompression compression = proto::COMPRESSION_NONE;
+  int zstd_level = 1;
+  uint32_t plane_width = 2;
+  // Test hook (injected ENOSPC): called before every file write; an error becomes the write's.
+  std::function<Status(const std::string& file, uint64_t bytes)> before_write;
+};
+
+// Builds the parts of one delta step inside `dir` (a staging directory) and records them in
+// `manifest`: parts, and for each added tensor changed/part/offset/bytes. Part files are
+// written and fsynced as they fill; the directory is the caller's to fsync.
+class DeltaPartWriter {
+ public:
+  DeltaPartWriter(std::string dir, DeltaPartOptions options, proto::StepManifest* manifest);
+
+  // Appends `record` (a whole delta record) as the bytes of `tensor`, which must belong to
+  // the manifest given at construction.
+  Status add_record(proto::TensorState* tensor, std::span<const uint8_t> record);
+  // Writes the last part. Call once, after the last add_record.
+  Status finish();
+
+  uint64_t raw_bytes() const { return raw_bytes_; }
+  uint64_t stored_bytes() const { return stored_bytes_; }
+
+ private:
+  Status flush_part();
+
+  std::string dir_;
+  DeltaPartOptions options_;
+  proto::StepManifest* manifest_;
+  std::vector<uint8_t> buffer_;
+  std::vector<proto::TensorState*> in_buffer_;
+  uint64_t raw_bytes_ = 0;
+  uint64_t stored_bytes_ = 0;
+};
+
+// Reads part `index` of a delta step from `step_dir`: checks its size and XXH3-64 against the
+// manifest and decompresses it. kNotFound for a missing file, kDataLoss naming the file for
+// anything else wrong with it.
+Result<std::vector<uint8_t>> read_delta_part(const std::string& step_dir,
+                                             const proto::StepManifest& manifest, size_t index);
+
+// Writes `bytes` to a new file `path` and fsyncs it (no rename: for files inside a staging
+// directory). `before_write` is the test hook of the options above.
+Status write_and_sync_file(const std::string& path, std::span<const uint8_t> bytes,
+                           const std::function<Status(const std::string&, uint64_t)>& before_write);
+
+}  // namespace weightcast

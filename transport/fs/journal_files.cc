@@ -1,0 +1,259 @@
+#include "transport/fs/journal_files.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+#include <set>
+
+#include "codec/byte_io.h"
+#include "codec/delta_manifest.h"
+#include "codec/tensor_bytes.h"
+#include "transport/file_io.h"
+#include "transport/fs/anchor_reader.h"
+
+namespace weightcast {
+namespace {
+
+constexpr uint32_t kJournalFormatVersion = 1;
+constexpr size_t kFrameOverhead = 4 + 4 + 8;
+
+const char* magic_of(JournalFileKind kind) {
+  switch (kind) {
+    case JournalFileKind::kHead:
+      return "WCHD";
+    case JournalFileKind::kManifest:
+      return "WCMF";
+    case JournalFileKind::kLease:
+      return "WCLS";
+  }
+  return "????";
+}
+
+uint32_t limit_of(JournalFileKind kind, const JournalFileLimits& limits) {
+  switch (kind) {
+    case JournalFileKind::kHead:
+      return limits.max_head_bytes;
+    case JournalFileKind::kManifest:
+      return limits.max_manifest_bytes;
+    case JournalFileKind::kLease:
+      return limits.max_lease_bytes;
+  }
+  return 0;
+}
+
+template <typename Message>
+Result<Message> parse_framed(JournalFileKind kind, std::span<const uint8_t> bytes,
+                             const std::string& what, const JournalFileLimits& limits) {
+  ASSIGN_OR_RETURN(auto payload, unframe_journal_message(kind, bytes, what, limits));
+  Message message;
+  if (!message.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    return data_loss(what + ": the message does not parse as " + message.GetTypeName());
+  }
+  return message;
+}
+
+Status check_tensor(const proto::TensorState& t, const std::string& what,
+                    const JournalFileLimits& limits, uint64_t* bytes) {
+  const std::string where = what + ": tensor '" + t.name() + "'";
+  if (t.name().empty()) return data_loss(what + ": a tensor has an empty name");
+  if (t.name().size() > limits.max_name_bytes) {
+    return data_loss(what + ": a tensor name is longer than " +
+                     std::to_string(limits.max_name_bytes) + " bytes");
+  }
+  auto dtype = dtype_from_proto(t.dtype());
+  if (!dtype.ok()) return data_loss(where + ": " + dtype.status().message());
+  if (static_cast<size_t>(t.shape_size()) > limits.max_rank) {
+    return data_loss(where + ": rank " + std::to_string(t.shape_size()) + " over the limit");
+  }
+  const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+  auto numel = shape_numel(shape, where);
+  if (!numel.ok()) return data_loss(numel.status().message());
+  const uint64_t elem = dtype_size(*dtype);
+  if (*numel > UINT64_MAX / elem) return data_loss(where + ": byte size overflows");
+  *bytes = *numel * elem;
+  return ok_status();
+}
+
+}  // namespace
+
+bool is_safe_part_file_name(const std::string& name) {
+  if (name.empty() || name.size() > 255 || name == "." || name == "..") return false;
+  for (const char c : name) {
+    if (c == '/' || c < 0x21 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+std::vector<uint8_t> frame_journal_message(JournalFileKind kind,
+                                           const google::protobuf::MessageLite& message) {
+  const std::string payload = message.SerializeAsString();
+  std::vector<uint8_t> out;
+  out.reserve(payload.size() + kFrameOverhead);
+  out.insert(out.end(), magic_of(kind), magic_of(kind) + 4);
+  append_le<uint32_t>(&out, static_cast<uint32_t>(payload.size()));
+  out.insert(out.end(), payload.begin(), payload.end());
+  append_le<uint64_t>(&out, XXH3_64bits(out.data(), out.size()));
+  return out;
+}
+
+Result<std::span<const uint8_t>> unframe_journal_message(JournalFileKind kind,
+                                                         std::span<const uint8_t> bytes,
+                                                         const std::string& what,
+                                                         const JournalFileLimits& limits) {
+  if (bytes.size() < kFrameOverhead) {
+    return data_loss(what + ": " + std::to_string(bytes.size()) +
+                     " bytes is too short for a journal file (torn write?)");
+  }
+  if (std::memcmp(bytes.data(), magic_of(kind), 4) != 0) {
+    return data_loss(what + ": wrong magic (expected '" + magic_of(kind) + "')");
+  }
+  const uint32_t length = load_le<uint32_t>(bytes.data() + 4);
+  if (length > limit_of(kind, limits)) {
+    return data_loss(what + ": message of " + std::to_string(length) + " bytes exceeds the limit " +
+                     std::to_string(limit_of(kind, limits)));
+  }
+  if (bytes.size() != kFrameOverhead + length) {
+    return data_loss(what + ": file is " + std::to_string(bytes.size()) + " bytes, the frame says " +
+                     std::to_string(kFrameOverhead + length) + " (truncated or trailing bytes)");
+  }
+  const uint64_t stored = load_le<uint64_t>(bytes.data() + 8 + length);
+  const uint64_t actual = XXH3_64bits(bytes.data(), 8 + length);
+  if (stored != actual) return data_loss(what + ": XXH3 mismatch (file corrupted)");
+  return bytes.subspan(8, length);
+}
+
+Status check_manifest(const proto::StepManifest& m, const std::string& what,
+                      const JournalFileLimits& limits) {
+  if (m.format_version() != kJournalFormatVersion) {
+    return data_loss(what + ": format version " + std::to_string(m.format_version()) +
+                     " (this build reads " + std::to_string(kJournalFormatVersion) + ")");
+  }
+  if (m.kind() == proto::STEP_ANCHOR) {
+    if (m.anchor_version() != m.version()) {
+      return data_loss(what + ": anchor names anchor_version " + std::to_string(m.anchor_version()) +
+                       " instead of its own version " + std::to_string(m.version()));
+    }
+  } else if (m.kind() == proto::STEP_DELTA) {
+    if (m.version() == 0 || m.base_version() != m.version() - 1 ||
+        m.anchor_version() > m.base_version()) {
+      return data_loss(what + ": delta versions are inconsistent (version " +
+                       std::to_string(m.version()) + ", base " + std::to_string(m.base_version()) +
+                       ", anchor " + std::to_string(m.anchor_version()) + ")");
+    }
+  } else if (m.kind() == proto::STEP_PARTS) {
+    if (m.tensors_size() != 0) return data_loss(what + ": a parts step lists tensors");
+  } else {
+    return data_loss(what + ": unknown step kind " + std::to_string(m.kind()));
+  }
+  if (static_cast<size_t>(m.tensors_size()) > limits.max_tensors ||
+      static_cast<size_t>(m.parts_size()) > limits.max_parts) {
+    return data_loss(what + ": more tensors or parts than the limits allow");
+  }
+  std::set<std::string, std::less<>> part_names;
+  for (const auto& p : m.parts()) {
+    if (!is_safe_part_file_name(p.file())) {
+      return data_loss(what + ": unsafe part file name '" + p.file() + "'");
+    }
+    if (!part_names.insert(p.file()).second) {
+      return data_loss(what + ": part file '" + p.file() + "' listed twice");
+    }
+    if (p.compression() == proto::COMPRESSION_NONE && p.raw_bytes() != p.bytes()) {
+      return data_loss(what + ": uncompressed part '" + p.file() + "' has raw_bytes " +
+                       std::to_string(p.raw_bytes()) + " != bytes " + std::to_string(p.bytes()));
+    }
+    if (p.compression() != proto::COMPRESSION_NONE &&
+        p.compression() != proto::COMPRESSION_ZSTD_BYTE_PLANES) {
+      return data_loss(what + ": part '" + p.file() + "' has unknown compression " +
+                       std::to_string(p.compression()));
+    }
+  }
+  std::set<std::string, std::less<>> names;
+  for (const auto& t : m.tensors()) {
+    uint64_t bytes = 0;
+    RETURN_IF_ERROR(check_tensor(t, what, limits, &bytes));
+    if (!names.insert(t.name()).second) {
+      return data_loss(what + ": tensor '" + t.name() + "' listed twice");
+    }
+    const bool located = m.kind() == proto::STEP_ANCHOR || t.changed();
+    if (!located) continue;
+    if (m.kind() == proto::STEP_ANCHOR && t.bytes() != bytes) {
+      return data_loss(what + ": tensor '" + t.name() + "' is " + std::to_string(t.bytes()) +
+                       " bytes, its dtype and shape say " + std::to_string(bytes));
+    }
+    if (t.part() >= static_cast<uint32_t>(m.parts_size())) {
+      return data_loss(what + ": tensor '" + t.name() + "' names part " + std::to_string(t.part()) +
+                       " of " + std::to_string(m.parts_size()));
+    }
+    const uint64_t size = m.parts(static_cast<int>(t.part())).raw_bytes();
+    if (t.offset() > size || t.bytes() > size - t.offset()) {
+      return data_loss(what + ": tensor '" + t.name() + "' lies at [" + std::to_string(t.offset()) +
+                       ", +" + std::to_string(t.bytes()) + ") outside its part of " +
+                       std::to_string(size) + " bytes");
+    }
+  }
+  if (m.kind() == proto::STEP_ANCHOR) {
+    Status s = validate_anchor_manifest(m);
+    if (!s.ok()) return data_loss(what + ": " + s.message());
+  }
+  return ok_status();
+}
+
+Result<proto::JournalHead> parse_head(std::span<const uint8_t> bytes, const std::string& what,
+                                      const JournalFileLimits& limits) {
+  ASSIGN_OR_RETURN(auto head, parse_framed<proto::JournalHead>(JournalFileKind::kHead, bytes, what,
+                                                               limits));
+  if (head.anchor_version() > head.version()) {
+    return data_loss(what + ": anchor " + std::to_string(head.anchor_version()) +
+                     " is newer than the head version " + std::to_string(head.version()));
+  }
+  return head;
+}
+
+Result<proto::StepManifest> parse_manifest(std::span<const uint8_t> bytes, const std::string& what,
+                                           const JournalFileLimits& limits) {
+  ASSIGN_OR_RETURN(auto m, parse_framed<proto::StepManifest>(JournalFileKind::kManifest, bytes,
+                                                             what, limits));
+  RETURN_IF_ERROR(check_manifest(m, what, limits));
+  return m;
+}
+
+Result<proto::Lease> parse_lease(std::span<const uint8_t> bytes, const std::string& what,
+                                 const JournalFileLimits& limits) {
+  ASSIGN_OR_RETURN(auto lease,
+                   parse_framed<proto::Lease>(JournalFileKind::kLease, bytes, what, limits));
+  if (lease.holder().empty() || !is_safe_part_file_name(lease.holder())) {
+    return data_loss(what + ": lease holder '" + lease.holder() + "' is not a safe name");
+  }
+  return lease;
+}
+
+namespace {
+
+Result<std::vector<uint8_t>> read_small(const std::string& path, uint64_t limit) {
+  return read_whole_file(path, limit + kFrameOverhead);
+}
+
+}  // namespace
+
+Result<proto::JournalHead> read_head_file(const std::string& path) {
+  ASSIGN_OR_RETURN(auto bytes, read_small(path, JournalFileLimits{}.max_head_bytes));
+  return parse_head(bytes, path);
+}
+
+Result<proto::StepManifest> read_manifest_file(const std::string& path) {
+  ASSIGN_OR_RETURN(auto bytes, read_small(path, JournalFileLimits{}.max_manifest_bytes));
+  return parse_manifest(bytes, path);
+}
+
+Result<proto::Lease> read_lease_file(const std::string& path) {
+  ASSIGN_OR_RETURN(auto bytes, read_small(path, JournalFileLimits{}.max_lease_bytes));
+  return parse_lease(bytes, path);
+}
+
+Status write_journal_file(const std::string& path, JournalFileKind kind,
+                          const google::protobuf::MessageLite& message) {
+  const std::vector<uint8_t> bytes = frame_journal_message(kind, message);
+  return write_file_atomically(path, bytes);
+}
+
+}  // namespace weightcast

@@ -1,0 +1,235 @@
+#include "transport/fs/journal_writer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "codec/delta_encoder.h"
+#include "codec/delta_manifest.h"
+#include "transport/fs/journal_files.h"
+
+namespace weightcast {
+namespace {
+
+constexpr uint32_t kJournalFormatVersion = 1;
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string writer_id() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return std::string(host) + ":" + std::to_string(::getpid());
+}
+
+bool same_tensor_set(std::span<const PublishTensor> tensors, const proto::StepManifest& m) {
+  if (tensors.size() != static_cast<size_t>(m.tensors_size())) return false;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = m.tensors(static_cast<int>(i));
+    if (t.name() != tensors[i].name || t.dtype() != dtype_to_proto(tensors[i].dtype) ||
+        !std::equal(t.shape().begin(), t.shape().end(), tensors[i].shape.begin(),
+                    tensors[i].shape.end())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<JournalWriter>> JournalWriter::open(JournalOptions options) {
+  if (options.root.empty()) return invalid_argument("journal root is empty");
+  JournalLayout layout(options.root);
+  ASSIGN_OR_RETURN(auto lock, JournalLock::acquire(layout));
+  std::unique_ptr<JournalWriter> writer(new JournalWriter(std::move(options), std::move(lock)));
+  writer->head_ = writer->lock_.head_at_start();
+  if (writer->head_) {
+    ASSIGN_OR_RETURN(writer->head_manifest_,
+                     read_manifest_file(layout.manifest(writer->head_->version())));
+  }
+  return writer;
+}
+
+JournalWriter::JournalWriter(JournalOptions options, JournalLock lock)
+    : options_(std::move(options)), layout_(options_.root), lock_(std::move(lock)) {}
+
+Result<std::string> JournalWriter::delta_refusal(uint64_t version,
+                                                 std::span<const PublishTensor> current,
+                                                 std::span<const PublishTensor> previous) const {
+  if (!head_) return std::string("first version");
+  if (version != head_->version() + 1) {
+    return "version " + std::to_string(version) + " does not follow " +
+           std::to_string(head_->version());
+  }
+  if (!same_tensor_set(current, head_manifest_)) return std::string("the set of tensors changed");
+  if (previous.empty()) return std::string("no previous tensors given");
+  if (!same_tensor_set(previous, head_manifest_)) {
+    return invalid_argument("the previous tensors are not those of version " +
+                            std::to_string(head_->version()) +
+                            " (names, dtypes and shapes in manifest order)");
+  }
+  for (size_t i = 0; i < current.size(); ++i) {
+    if (dtype_size(current[i].dtype) == 8 &&
+        (current[i].bytes.size() != previous[i].bytes.size() ||
+         std::memcmp(current[i].bytes.data(), previous[i].bytes.data(),
+                     current[i].bytes.size()) != 0)) {
+      return "8-byte tensor '" + current[i].name + "' changed";
+    }
+  }
+  // Last, so that "every N" means a delta could have been written (publish relies on it).
+  if (options_.anchor_every > 0 && version - head_->anchor_version() >= options_.anchor_every) {
+    return "every " + std::to_string(options_.anchor_every) + " versions";
+  }
+  return std::string();
+}
+
+Result<PublishReport> JournalWriter::publish(uint64_t version,
+                                             std::span<const PublishTensor> current,
+                                             std::span<const PublishTensor> previous,
+                                             bool force_anchor) {
+  const double t0 = now_s();
+  if (head_ && version <= head_->version()) {
+    return failed_precondition("version " + std::to_string(version) + " is not newer than " +
+                               std::to_string(head_->version()) + " in journal '" +
+                               layout_.root() + "'");
+  }
+  PublishReport report;
+  report.version = version;
+  ASSIGN_OR_RETURN(report.why_anchor, delta_refusal(version, current, previous));
+  bool delta_possible =
+      report.why_anchor.empty() || report.why_anchor.starts_with("every ");
+  if (force_anchor && report.why_anchor.empty()) report.why_anchor = "requested";
+  report.anchor = !report.why_anchor.empty();
+
+  ASSIGN_OR_RETURN(const std::string staged, create_staging_dir(layout_, version));
+  proto::StepManifest manifest;
+  manifest.set_format_version(kJournalFormatVersion);
+  manifest.set_version(version);
+  manifest.set_created_unix_ms(unix_now_ms());
+  manifest.set_writer(writer_id());
+  Status written = ok_status();
+  if (!report.anchor) {
+    std::string needs_anchor;
+    written = write_delta_step(staged, current, previous, &manifest, &report, &needs_anchor);
+    if (written.ok() && !needs_anchor.empty()) {
+      report = PublishReport{};
+      report.version = version;
+      report.anchor = true;
+      report.why_anchor = needs_anchor;
+      delta_possible = false;
+    }
+  }
+  if (written.ok() && report.anchor) {
+    RETURN_IF_ERROR(remove_tree(staged));
+    ASSIGN_OR_RETURN(const std::string fresh, create_staging_dir(layout_, version));
+    // An anchor that could have been a delta carries that delta too (in delta/), so a reader
+    // falling back to an older anchor can replay through this version.
+    if (delta_possible) {
+      proto::StepManifest delta = manifest;
+      PublishReport ignored;
+      std::string unused;
+      written = make_directories(fresh + "/delta");
+      if (written.ok()) {
+        written = write_delta_step(fresh + "/delta", current, previous, &delta, &ignored, &unused);
+      }
+      if (written.ok()) written = write_manifest_file(fresh + "/delta", delta);
+    }
+    manifest.clear_parts();
+    manifest.clear_tensors();
+    if (written.ok()) written = write_anchor_step(fresh, current, &manifest, &report);
+    if (written.ok()) written = commit_step(layout_, fresh, manifest, options_.before_head);
+  } else if (written.ok()) {
+    written = commit_step(layout_, staged, manifest, options_.before_head);
+  }
+  if (!written.ok()) {
+    (void)remove_tree(staged);  // best effort: the next writer cleans .staging/ anyway
+    return written;
+  }
+  head_ = proto::JournalHead();
+  head_->set_version(version);
+  head_->set_anchor_version(manifest.anchor_version());
+  head_manifest_ = std::move(manifest);
+  if (options_.collect_garbage_after_publish) {
+    ASSIGN_OR_RETURN(report.gc, collect_garbage(layout_, options_.retention, unix_now_ms()));
+  }
+  report.seconds = now_s() - t0;
+  if (options_.log) {
+    options_.log("published version " + std::to_string(version) + " as " +
+                 (report.anchor ? "anchor (" + report.why_anchor + ")" : std::string("delta")) +
+                 ": " + std::to_string(report.stored_bytes) + " bytes, " +
+                 std::to_string(report.changed_tensors) + " tensors changed, " +
+                 std::to_string(report.seconds) + " s");
+  }
+  return report;
+}
+
+Status JournalWriter::write_anchor_step(const std::string& staged,
+                                        std::span<const PublishTensor> current,
+                                        proto::StepManifest* manifest, PublishReport* report) {
+  manifest->set_kind(proto::STEP_ANCHOR);
+  manifest->set_anchor_version(manifest->version());
+  manifest->set_base_version(0);
+  std::vector<AnchorTensor> tensors;
+  tensors.reserve(current.size());
+  for (const auto& t : current) tensors.push_back({t.name, t.dtype, t.shape, t.bytes});
+  RETURN_IF_ERROR(write_anchor(staged, tensors, options_.anchor, manifest));
+  for (const auto& p : manifest->parts()) report->stored_bytes += p.bytes();
+  report->changed_tensors = current.size();
+  return ok_status();
+}
+
+Status JournalWriter::write_delta_step(const std::string& staged,
+                                       std::span<const PublishTensor> current,
+                                       std::span<const PublishTensor> previous,
+                                       proto::StepManifest* manifest, PublishReport* report,
+                                       std::string* needs_anchor) {
+  manifest->set_kind(proto::STEP_DELTA);
+  manifest->set_base_version(manifest->version() - 1);
+  manifest->set_anchor_version(head_->anchor_version());
+  DeltaPartWriter parts(staged, options_.delta, manifest);
+  for (size_t i = 0; i < current.size(); ++i) {
+    const proto::TensorState& before = head_manifest_.tensors(static_cast<int>(i));
+    proto::TensorState* t = manifest->add_tensors();
+    t->set_name(before.name());
+    t->set_dtype(before.dtype());
+    *t->mutable_shape() = before.shape();
+    t->set_checksum(before.checksum());
+    if (current[i].bytes.size() != previous[i].bytes.size()) {
+      return invalid_argument("tensor '" + current[i].name + "' has " +
+                              std::to_string(current[i].bytes.size()) + " bytes now and " +
+                              std::to_string(previous[i].bytes.size()) + " before");
+    }
+    if (dtype_size(current[i].dtype) == 8) continue;  // unchanged: delta_refusal checked
+    EncodeOptions e;
+    e.name = current[i].name;
+    e.dtype = current[i].dtype;
+    e.base_version = manifest->base_version();
+    e.target_version = manifest->version();
+    e.pool = options_.pool;
+    ASSIGN_OR_RETURN(auto encoded, encode_delta(previous[i].bytes, current[i].bytes, e));
+    if (encoded.header.base_checksum != before.checksum()) {
+      return failed_precondition("previous bytes of tensor '" + current[i].name +
+                                 "' are not those of version " +
+                                 std::to_string(manifest->base_version()) + " (checksum " +
+                                 std::to_string(encoded.header.base_checksum) + ", manifest " +
+                                 std::to_string(before.checksum()) + ")");
+    }
+    if (encoded.header.changed == 0) continue;
+    t->set_checksum(encoded.header.target_checksum);
+    t->set_changed_elements(encoded.header.changed);
+    RETURN_IF_ERROR(parts.add_record(t, encoded.record));
+    ++report->changed_tensors;
+    report->changed_elements += encoded.header.changed;
+  }
+  RETURN_IF_ERROR(parts.finish());
+  report->stored_bytes = parts.stored_bytes();
+  // A delta as large as the model buys nothing over an anchor a reader can start from.
+  uint64_t model_bytes = 0;
+  for (const auto& t : current) model_bytes += t.bytes.size();
+  if (model_bytes > 0 && parts.raw_bytes() >= model_bytes) *needs_anchor = "delta not smaller";
+  return ok_status();
+}
+
+}  // namespace weightcast

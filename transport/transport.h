@@ -1,0 +1,95 @@
+// The data-plane interface every backend implements (DESIGN §5): fs (the journal), ucx, nccl.
+//
+// A version's payload is a list of named parts (byte blobs). A publisher makes all parts of a
+// version available at once; a subscriber learns which versions exist, describes one (its
+// parts, sizes and XXH3-64s) and fetches parts into memory it owns, each verified against its
+// XXH3 before the call returns. The control plane (ZeroMQ) decides who fetches what; this
+// interface only moves bytes.
+//
+// Contracts shared by every backend (checked by tests/transport/transport_conformance.h):
+//  * publish is all or nothing: describe/latest never show a version with missing parts;
+//  * versions increase: publishing one not newer than the latest is kFailedPrecondition;
+//  * fetch fills `dest` completely (its size must equal the part's) or fails with kDataLoss
+//    naming the part when the bytes do not match their XXH3;
+//  * every call takes a deadline and returns kDeadlineExceeded rather than wait past it;
+//  * an I/O or connection error is sticky: every later call on the same object returns it
+//    (prefixed with "sticky: "), data errors (a corrupt part) are not.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codec/status.h"
+
+namespace weightcast {
+
+using Deadline = std::chrono::steady_clock::time_point;
+
+inline Deadline deadline_in(std::chrono::milliseconds ms) {
+  return std::chrono::steady_clock::now() + ms;
+}
+
+enum class MemoryKind { kHost, kHostPinned, kCuda };
+
+struct TransportInfo {
+  std::string name;            // "fs", "ucx", "nccl"
+  bool viable = false;         // usable on this host
+  std::string why_not_viable;  // when not viable, the reason (printed by skipped tests)
+  std::vector<MemoryKind> memory_kinds;
+  bool durable = false;  // parts survive the publisher (fs)
+};
+
+struct PartPayload {
+  std::string name;
+  std::span<const uint8_t> bytes;
+};
+
+struct PartDescriptor {
+  std::string name;
+  uint64_t bytes = 0;
+  uint64_t xxh3 = 0;
+};
+
+struct VersionDescriptor {
+  uint64_t version = 0;
+  std::vector<PartDescriptor> parts;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual TransportInfo info() const = 0;
+
+  // Makes `parts` (unique, safe names) of `version` available to subscribers, all at once.
+  [[nodiscard]] virtual Status publish(uint64_t version, std::span<const PartPayload> parts,
+                                       Deadline deadline) = 0;
+
+  // The newest published version (kNotFound when there is none).
+  [[nodiscard]] virtual Result<VersionDescriptor> latest(Deadline deadline) = 0;
+
+  // The parts of `version` (kNotFound when it is not, or no longer, available).
+  [[nodiscard]] virtual Result<VersionDescriptor> describe(uint64_t version,
+                                                           Deadline deadline) = 0;
+
+  // Copies one part of `version` into `dest` and verifies it.
+  [[nodiscard]] virtual Status fetch(uint64_t version, const PartDescriptor& part,
+                                     std::span<uint8_t> dest, Deadline deadline) = 0;
+};
+
+// Records the first error of a connection and repeats it on every later call.
+class StickyError {
+ public:
+  // Returns `s`, remembering it when it is a connection error (I/O, internal).
+  Status record(Status s);
+  // The remembered error, or ok.
+  Status check() const;
+
+ private:
+  Status first_ = ok_status();
+};
+
+}  // namespace weightcast
