@@ -46,7 +46,7 @@ bench: build
 
 # A longer coverage-guided run of every fuzz target (FUZZ_SECONDS each, default 60).
 fuzz: test-asan
-	@for t in delta safetensors zip torch_artifact; do \
+	@for t in delta safetensors zip torch_artifact part_compression journal_files; do \
 	  mkdir -p $(ASAN_BUILD)/fuzz-corpus/$$t; \
 	  $(ASAN_BUILD)/tests/fuzz/$${t}_smoke --write-seeds $(ASAN_BUILD)/fuzz-corpus/$$t; \
 	  $(ASAN_BUILD)/tests/fuzz/$${t}_fuzz -max_total_time=$${FUZZ_SECONDS:-60} $(ASAN_BUILD)/fuzz-corpus/$$t || exit 1; \

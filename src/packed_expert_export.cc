@@ -45,7 +45,8 @@ Result<ExpertExport> export_packed_experts(std::span<const PackedParameter> para
   }
   ExpertExport out;
   out.plan = coalesce ? plan_copies(requests) : plan_per_slice(requests);
-  ASSIGN_OR_RETURN(out.staged, execute_copy_plan(out.plan, requests, sources, pool, nullptr, staging));
+  ASSIGN_OR_RETURN(out.staged,
+                   execute_copy_plan(out.plan, requests, sources, pool, nullptr, staging));
   out.tensors.reserve(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
     out.tensors.push_back(

@@ -25,8 +25,8 @@ std::span<const uint8_t> StagedCopies::slice(size_t request) const {
 }
 
 size_t StagedCopies::reused_transfers() const {
-  return static_cast<size_t>(
-      std::count_if(staging_.begin(), staging_.end(), [](const StagingBuffer& b) { return b.warm(); }));
+  return static_cast<size_t>(std::count_if(staging_.begin(), staging_.end(),
+                                           [](const StagingBuffer& b) { return b.warm(); }));
 }
 
 uint64_t StagedCopies::staged_bytes() const {
@@ -75,8 +75,7 @@ Result<StagedCopies> execute_copy_plan(const CopyPlan& plan, std::span<const Cop
     const PlannedTransfer& t = plan.transfers[p.transfer];
     const StagingBuffer& dst = out.staging_[p.transfer];
     dst.prefault(p.offset, p.bytes);  // one system call instead of a fault per page
-    std::memcpy(dst.data() + p.offset, sources[t.source] + t.offset + p.offset,
-                p.bytes);
+    std::memcpy(dst.data() + p.offset, sources[t.source] + t.offset + p.offset, p.bytes);
   };
   if (pool != nullptr) {
     pool->parallel_for(pieces.size(), copy_piece);

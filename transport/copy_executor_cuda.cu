@@ -157,7 +157,7 @@ Result<std::unique_ptr<CudaStagedCopies>> execute_copy_plan_cuda(
   CudaStagedCopies::Impl& s = *out->impl_;
   for (size_t t = 0; t < plan.transfers.size(); ++t) {
     if (s.cancel_requested()) {
-      (void)s.cancel_now();  // wait() reports it
+      (void)s.cancel_now();   // wait() reports it
       return std::move(out);  // NOLINT: converts to Result
     }
     const PlannedTransfer& tr = plan.transfers[t];

@@ -45,7 +45,7 @@ void free_block(const Block& b) {
   if (b.mapped) {
     munmap(b.data, b.capacity);
   } else {
-    ::operator delete(b.data, std::align_val_t{kHeapAlign});
+    ::operator delete (b.data, std::align_val_t{kHeapAlign});
   }
 }
 
@@ -54,7 +54,7 @@ void free_block(const Block& b) {
 Result<Block> allocate_block(uint64_t bytes) {
   const uint64_t capacity = capacity_for(bytes);
   if (capacity < StagingBuffer::kMappedThreshold) {
-    void* p = ::operator new(capacity, std::align_val_t{kHeapAlign}, std::nothrow);
+    void* p = ::operator new (capacity, std::align_val_t{kHeapAlign}, std::nothrow);
     if (p == nullptr) {
       return io_error("staging of " + std::to_string(bytes) + " bytes: out of memory");
     }
@@ -63,14 +63,15 @@ Result<Block> allocate_block(uint64_t bytes) {
   const uint64_t span = capacity + kHugePage;
   void* p = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
-    return io_error("staging of " + std::to_string(bytes) + " bytes: mmap: " +
-                    std::strerror(errno));
+    return io_error("staging of " + std::to_string(bytes) +
+                    " bytes: mmap: " + std::strerror(errno));
   }
   auto* base = static_cast<uint8_t*>(p);
-  auto* aligned = reinterpret_cast<uint8_t*>(
-      round_up(reinterpret_cast<uintptr_t>(base), kHugePage));
+  auto* aligned =
+      reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(base), kHugePage));
   if (aligned > base) munmap(base, aligned - base);
-  if (aligned + capacity < base + span) munmap(aligned + capacity, base + span - aligned - capacity);
+  if (aligned + capacity < base + span)
+    munmap(aligned + capacity, base + span - aligned - capacity);
   madvise(aligned, capacity, MADV_HUGEPAGE);  // advice only: without THP, 4 KiB pages
   return Block{aligned, capacity, true};
 }
@@ -116,8 +117,8 @@ StagingBuffer::~StagingBuffer() {
 void StagingBuffer::prefault(uint64_t offset, uint64_t bytes) const {
   if (!mapped_ || warm_ || bytes == 0 || offset >= capacity_) return;
   const uint64_t begin = offset / kPage * kPage;
-  const uint64_t end = std::min(round_up(offset + std::min(bytes, capacity_ - offset), kPage),
-                                capacity_);
+  const uint64_t end =
+      std::min(round_up(offset + std::min(bytes, capacity_ - offset), kPage), capacity_);
   madvise(data_ + begin, end - begin, MADV_POPULATE_WRITE);  // failure: pages fault on write
 }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "codec/status.h"
+#include "codec/tensor_ref.h"  // MemoryKind
 
 namespace weightcast {
 
@@ -31,8 +32,6 @@ using Deadline = std::chrono::steady_clock::time_point;
 inline Deadline deadline_in(std::chrono::milliseconds ms) {
   return std::chrono::steady_clock::now() + ms;
 }
-
-enum class MemoryKind { kHost, kHostPinned, kCuda };
 
 struct TransportInfo {
   std::string name;            // "fs", "ucx", "nccl"

@@ -5,6 +5,7 @@
 #include "src/adapter_benchmark.h"
 #include "src/cli/commands.h"
 #include "src/coalesce_benchmark.h"
+#include "src/journal_benchmark.h"
 #include "src/delta_benchmark.h"
 
 namespace weightcast::cli {
@@ -102,6 +103,38 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
   co->add_flag("--json", *co_json, "Accepted for symmetry; the output is always JSON");
   co->callback([ccfg, &exit_code] {
     auto r = run_coalesce_benchmark(*ccfg);
+    if (!r.ok()) {
+      exit_code = report(r.status());
+      return;
+    }
+    std::printf("%s\n", r->dump(2).c_str());
+    exit_code = 0;
+  });
+
+  auto jcfg = std::make_shared<JournalBenchmarkConfig>();
+  auto* jb = bench->add_subcommand(
+      "journal", "Filesystem journal: anchor write vs raw sequential write, delta publication "
+                 "latency, catch-up from an anchor over N deltas");
+  jb->add_option("--dir", jcfg->dir, "Directory for the scratch journal (on the filesystem to measure)")
+      ->capture_default_str();
+  jb->add_option("--parameters", jcfg->parameters, "bf16 parameters of the synthetic model")
+      ->capture_default_str();
+  jb->add_option("--tensors", jcfg->tensors, "Tensors of the model")->capture_default_str();
+  jb->add_option("--density", jcfg->density, "Fraction of elements each step changes")
+      ->capture_default_str();
+  jb->add_option("--deltas", jcfg->deltas, "Deltas after the anchor")->capture_default_str();
+  jb->add_option("--threads", jcfg->threads, "Encoder and reader threads")->capture_default_str();
+  jb->add_flag("--zstd", jcfg->zstd, "Compress delta parts with zstd on byte planes");
+  jb->add_option("--anchor-bench-bytes", jcfg->anchor_bench_bytes,
+                 "Bytes for the anchor throughput part (0 skips it)")
+      ->capture_default_str();
+  jb->add_option("--repetitions", jcfg->repetitions, "Runs per anchor measurement (best is kept)")
+      ->capture_default_str();
+  auto jb_json = std::make_shared<bool>(true);
+  jb->add_flag("--json", *jb_json, "Accepted for symmetry; the output is always JSON");
+  jb->callback([jcfg, &exit_code] {
+    jcfg->log = [](const std::string& line) { std::fprintf(stderr, "weightcast: %s\n", line.c_str()); };
+    auto r = run_journal_benchmark(*jcfg);
     if (!r.ok()) {
       exit_code = report(r.status());
       return;

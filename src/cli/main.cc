@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   weightcast::cli::register_version_command(app, exit_code);
   weightcast::cli::register_delta_commands(app, exit_code);
   weightcast::cli::register_adapter_commands(app, exit_code);
+  weightcast::cli::register_journal_commands(app, exit_code);
   weightcast::cli::register_bench_commands(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "tests/fuzz/delta_fuzz_seeds.h"
+#include "tests/fuzz/journal_files_fuzz_seeds.h"
+#include "tests/fuzz/part_compression_fuzz_seeds.h"
 #include "tests/fuzz/safetensors_fuzz_seeds.h"
 #include "tests/fuzz/torch_fuzz_seeds.h"
 

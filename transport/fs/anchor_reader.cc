@@ -22,6 +22,7 @@
 #include "codec/tensor_bytes.h"
 #include "codec/thread_pool.h"
 #include "transport/file_io.h"
+#include "transport/fs/journal_files.h"
 
 namespace weightcast {
 namespace {
@@ -31,8 +32,8 @@ constexpr uint64_t kPieceBytes = uint64_t{4} << 20;
 
 // What validation learns about a manifest, for the readers.
 struct AnchorLayout {
-  std::vector<size_t> shard_extents;       // shard s owns extents [shard_extents[s], [s + 1])
-  std::vector<int64_t> extent_tensor;      // owning tensor, -1 for a shard's header
+  std::vector<size_t> shard_extents;        // shard s owns extents [shard_extents[s], [s + 1])
+  std::vector<int64_t> extent_tensor;       // owning tensor, -1 for a shard's header
   std::vector<size_t> tensor_extent_begin;  // tensor i is covered by extents [begin, end)
   std::vector<size_t> tensor_extent_end;
   std::vector<DType> dtypes;
@@ -48,9 +49,9 @@ std::string tensor_where(const proto::StepManifest& m, size_t i) {
          "' offset " + std::to_string(t.offset()) + ")";
 }
 
+// The journal's rule for file names in a manifest (no '/', not "." or "..", printable ASCII).
 Status check_file_name(const std::string& what, const std::string& name) {
-  if (name.empty() || name == "." || name.find('/') != std::string::npos ||
-      name.find("..") != std::string::npos || name.find('\0') != std::string::npos) {
+  if (!is_safe_part_file_name(name)) {
     return bad_manifest(what + " '" + name + "' is not a plain file name");
   }
   return ok_status();
@@ -147,9 +148,8 @@ Status assign_extents(const proto::StepManifest& m, AnchorLayout* layout) {
   layout->tensor_extent_end.assign(m.tensors_size(), 0);
   for (size_t s = 0; s < by_shard.size(); ++s) {
     auto& tensors = by_shard[s];
-    std::sort(tensors.begin(), tensors.end(), [&](size_t a, size_t b) {
-      return m.tensors(a).offset() < m.tensors(b).offset();
-    });
+    std::sort(tensors.begin(), tensors.end(),
+              [&](size_t a, size_t b) { return m.tensors(a).offset() < m.tensors(b).offset(); });
     const auto& header = m.extents(static_cast<int>(layout->shard_extents[s]));
     size_t e = layout->shard_extents[s] + 1;
     const size_t end = layout->shard_extents[s + 1];
@@ -372,8 +372,8 @@ Status read_anchor(const std::string& dir, const proto::StepManifest& m,
                    std::span<const std::span<uint8_t>> dests, ThreadPool* pool) {
   ASSIGN_OR_RETURN(const AnchorLayout layout, index_manifest(m));
   if (dests.size() != static_cast<size_t>(m.tensors_size())) {
-    return invalid_argument("read_anchor: " + std::to_string(dests.size()) +
-                            " destinations for " + std::to_string(m.tensors_size()) + " tensors");
+    return invalid_argument("read_anchor: " + std::to_string(dests.size()) + " destinations for " +
+                            std::to_string(m.tensors_size()) + " tensors");
   }
   std::vector<size_t> all(dests.size());
   for (size_t i = 0; i < all.size(); ++i) {
@@ -399,13 +399,14 @@ namespace {
 // The shard's safetensors header parses and places exactly the manifest's tensors of shard
 // `s` (`tensors`) with the manifest's dtypes, shapes and offsets.
 Status check_shard_header(const ShardFiles& files, const proto::StepManifest& m,
-                          const AnchorLayout& layout, size_t s, const std::vector<size_t>& tensors) {
+                          const AnchorLayout& layout, size_t s,
+                          const std::vector<size_t>& tensors) {
   const size_t e = layout.shard_extents[s];
   const auto& x = m.extents(static_cast<int>(e));
   const std::string path = files.path(s);
   if (x.bytes() > 8 + SafetensorsLimits{}.max_header_bytes) {
-    return data_loss("anchor shard '" + path + "': header extent of " +
-                     std::to_string(x.bytes()) + " bytes exceeds the safetensors limit");
+    return data_loss("anchor shard '" + path + "': header extent of " + std::to_string(x.bytes()) +
+                     " bytes exceeds the safetensors limit");
   }
   std::vector<uint8_t> prefix(x.bytes());
   RETURN_IF_ERROR(read_extent(files, m, layout, e, prefix, false).status());

@@ -27,7 +27,8 @@ struct AnchorManifestLimits {
 };
 
 // Checks an anchor manifest before anything is read: kind STEP_ANCHOR; counts within
-// `limits`; parts non-empty with plain, distinct file names (no '/', no "..", no NUL),
+// `limits`; parts non-empty with plain, distinct file names (is_safe_part_file_name: no '/', not
+// "." or "..", printable ASCII),
 // uncompressed (raw_bytes == bytes); extents in order, each non-empty and inside its shard,
 // covering every shard exactly once from offset 0; tensors with non-empty distinct names,
 // known dtypes, shapes whose numel * element size equals bytes, part indices in range, ranges
@@ -44,8 +45,8 @@ Status validate_anchor_manifest(const proto::StepManifest& manifest,
 // wrong XXH3 or a shard whose size differs from the manifest (truncated); kChecksumMismatch
 // naming the tensor when C() differs; kInvalidArgument for a wrong dest size or index. On an
 // error `dest` holds unspecified bytes.
-Status read_anchor_tensor(const std::string& dir, const proto::StepManifest& manifest,
-                          size_t index, std::span<uint8_t> dest);
+Status read_anchor_tensor(const std::string& dir, const proto::StepManifest& manifest, size_t index,
+                          std::span<uint8_t> dest);
 
 // Reads every tensor: dests[i] receives manifest.tensors(i). Extents are read in parallel on
 // `pool` (sequentially when null). Errors as read_anchor_tensor; the first error is returned.

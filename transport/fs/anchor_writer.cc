@@ -255,8 +255,8 @@ Status write_anchor(const std::string& dir, std::span<const AnchorTensor> tensor
       const auto piece = e.bytes.subspan(at, std::min<uint64_t>(kPieceBytes, e.bytes.size() - at));
       XXH3_64bits_update(state.get(), piece.data(), piece.size());
       if (e.tensor >= 0) {
-        checksum += checksum_range(piece.data(), elem, piece.size() / elem,
-                                   e.first_element + at / elem);
+        checksum +=
+            checksum_range(piece.data(), elem, piece.size() / elem, e.first_element + at / elem);
       }
       if (options.before_write) {
         RETURN_IF_ERROR(options.before_write(shard.path, e.offset + at, piece.size()));

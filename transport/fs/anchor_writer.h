@@ -72,7 +72,7 @@ std::string anchor_shard_name(size_t index, size_t count);
 // Errors: kInvalidArgument naming the tensor for a bad spec (empty or duplicate name, negative
 // dimension; from plan_safetensors) or a byte count that disagrees with dtype and shape,
 // before anything is written; a write error names the file and offset. After an error the
-// directory holds partial files; the caller removes it.
+// directory holds partial files and `manifest` unspecified fields; the caller removes it.
 Status write_anchor(const std::string& dir, std::span<const AnchorTensor> tensors,
                     const AnchorWriteOptions& options, proto::StepManifest* manifest);
 

@@ -220,6 +220,16 @@ Result<CatchUpReport> CatchUpReader::catch_up(std::optional<uint64_t> target) {
   CatchUpReport report;
   ASSIGN_OR_RETURN(auto first, plan(target));
   const uint64_t goal = first.target;
+  // Whatever way this call ends, the lease it wrote must not outlive it: a lease left behind
+  // would pin every step from its version until it expires.
+  struct LeaseRelease {
+    const CatchUpReader* reader;
+    ~LeaseRelease() {
+      if (!reader->options_.lease_holder.empty()) {
+        (void)release_lease(reader->layout_, reader->options_.lease_holder);
+      }
+    }
+  } lease_release{this};
   Status last = ok_status();
   if (!first.anchor) {
     last = run_deltas(*held_, goal, &report);
@@ -249,7 +259,6 @@ Result<CatchUpReport> CatchUpReader::catch_up(std::optional<uint64_t> target) {
     log("anchor " + std::to_string(a) + " failed, trying an older one: " + last.message());
     held_.reset();
   }
-  if (!options_.lease_holder.empty()) (void)release_lease(layout_, options_.lease_holder);
   if (!held_ || *held_ != goal) {
     std::string all;
     for (const auto& f : report.fallbacks) all += "\n  " + f;

@@ -89,7 +89,7 @@ std::vector<uint8_t> frame_journal_message(JournalFileKind kind,
   const std::string payload = message.SerializeAsString();
   std::vector<uint8_t> out;
   out.reserve(payload.size() + kFrameOverhead);
-  out.insert(out.end(), magic_of(kind), magic_of(kind) + 4);
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(magic_of(kind)[i]));
   append_le<uint32_t>(&out, static_cast<uint32_t>(payload.size()));
   out.insert(out.end(), payload.begin(), payload.end());
   append_le<uint64_t>(&out, XXH3_64bits(out.data(), out.size()));

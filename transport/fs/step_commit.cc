@@ -59,6 +59,14 @@ Result<JournalLock> JournalLock::acquire(const JournalLayout& layout) {
     ++lock.cleaned_;
   }
   if (ec) return io_error("cannot list '" + layout.staging() + "': " + ec.message());
+  // HEAD's temporary file (write_file_atomically: .HEAD.tmp.<pid>) when a writer died while
+  // replacing HEAD; otherwise one is left in the root per such crash, forever.
+  for (const auto& entry : std::filesystem::directory_iterator(layout.root(), ec)) {
+    if (!entry.path().filename().string().starts_with(".HEAD.tmp.")) continue;
+    RETURN_IF_ERROR(remove_tree(entry.path().string()));
+    ++lock.cleaned_;
+  }
+  if (ec) return io_error("cannot list '" + layout.root() + "': " + ec.message());
   ASSIGN_OR_RETURN(auto steps, layout.list_steps());
   for (const uint64_t v : steps) {
     if (lock.head_ && v <= lock.head_->version()) continue;

@@ -1,0 +1,38 @@
+// The contract of transport.h, written once and instantiated per backend
+// (INSTANTIATE_TEST_SUITE_P(Fs, TransportConformance, ...) in fs_transport_test.cc; ucx and
+// nccl add theirs). A backend the host cannot run makes every test skip with the reason.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "transport/transport.h"
+
+namespace weightcast::testing {
+
+// One publisher and one subscriber connected through the backend under test.
+struct TransportPeers {
+  std::unique_ptr<Transport> publisher;
+  std::unique_ptr<Transport> subscriber;
+  // Flips one byte of a published part where the subscriber reads it; null when the backend
+  // cannot (the corruption test then skips).
+  std::function<void(uint64_t version, const std::string& part)> corrupt;
+  // Makes the publisher's next I/O fail as a broken connection would; null when it cannot.
+  std::function<void()> break_publisher;
+};
+
+struct TransportBackend {
+  std::string name;
+  std::function<TransportPeers()> connect;
+};
+
+class TransportConformance : public ::testing::TestWithParam<TransportBackend> {
+ protected:
+  void SetUp() override;
+  TransportPeers peers_;
+};
+
+}  // namespace weightcast::testing
