@@ -1,7 +1,6 @@
 #include "transport/staging_pool.h"
 
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -10,6 +9,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #ifndef MADV_POPULATE_WRITE
@@ -19,7 +19,7 @@
 namespace weightcast {
 namespace {
 
-constexpr uint64_t kHugePage = uint64_t{2} << 20;
+constexpr uint64_t kMappedRound = uint64_t{2} << 20;  // size classes of mapped buffers
 constexpr uint64_t kHeapAlign = 64;
 constexpr uint64_t kPage = 4096;
 
@@ -30,7 +30,7 @@ uint64_t round_up(uint64_t n, uint64_t to) {
 // What acquire() will allocate for `bytes`: the size classes buffers are matched by.
 uint64_t capacity_for(uint64_t bytes) {
   const uint64_t want = std::max<uint64_t>(bytes, 1);
-  return want >= StagingBuffer::kMappedThreshold ? round_up(want, kHugePage)
+  return want >= StagingBuffer::kMappedThreshold ? round_up(want, kMappedRound)
                                                  : round_up(want, kHeapAlign);
 }
 
@@ -49,8 +49,8 @@ void free_block(const Block& b) {
   }
 }
 
-// A fresh block of capacity_for(bytes). Mapped blocks start on a huge-page boundary (the
-// mapping is made 2 MiB larger and trimmed) so that every 2 MiB of it can be one huge page.
+// A fresh block of capacity_for(bytes): small ones from the heap, large ones mapped (not yet
+// faulted in: StagingBuffer::prefault does that where the copy happens, in parallel).
 Result<Block> allocate_block(uint64_t bytes) {
   const uint64_t capacity = capacity_for(bytes);
   if (capacity < StagingBuffer::kMappedThreshold) {
@@ -60,20 +60,12 @@ Result<Block> allocate_block(uint64_t bytes) {
     }
     return Block{static_cast<uint8_t*>(p), capacity, false};
   }
-  const uint64_t span = capacity + kHugePage;
-  void* p = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p = mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     return io_error("staging of " + std::to_string(bytes) +
                     " bytes: mmap: " + std::strerror(errno));
   }
-  auto* base = static_cast<uint8_t*>(p);
-  auto* aligned =
-      reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(base), kHugePage));
-  if (aligned > base) munmap(base, aligned - base);
-  if (aligned + capacity < base + span)
-    munmap(aligned + capacity, base + span - aligned - capacity);
-  madvise(aligned, capacity, MADV_HUGEPAGE);  // advice only: without THP, 4 KiB pages
-  return Block{aligned, capacity, true};
+  return Block{static_cast<uint8_t*>(p), capacity, true};
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 // Host staging memory for the copy executors (issue 4), and a pool that lets later plans reuse
 // it. Fresh anonymous memory costs a page fault (and the kernel zeroing the page) on first
 // touch; on `weightcast bench coalesce` that was most of an export's time. So:
-//  - large buffers (kMappedThreshold and up) are mapped with transparent huge pages advised,
-//    and are pre-faulted in one madvise(MADV_POPULATE_WRITE) per range (prefault());
+//  - large buffers (kMappedThreshold and up) are mmap-ed and pre-faulted range by range with
+//    madvise(MADV_POPULATE_WRITE) just before they are written: one system call per range
+//    instead of a fault per 4 KiB page (measured: ~20% less CPU than faulting; huge pages
+//    advised without pre-faulting cost more than plain faults on this VM, so none are asked);
 //  - a StagingPool caches released buffers and hands them to later plans, whose copies then
-//    touch no fresh page at all.
+//    touch no fresh page at all (measured: the copy runs at memcpy speed).
 // Buffers are reused only after release: a buffer is lent to one holder at a time.
 #pragma once
 
@@ -21,8 +23,8 @@ class StagingPool;
 // it to its pool (which may cache it) or frees it.
 class StagingBuffer {
  public:
-  // Buffers of at least this many bytes are mmap-ed (huge pages advised, munmap on free);
-  // smaller ones come from operator new.
+  // Buffers of at least this many bytes are mmap-ed (capacity rounded up to 2 MiB, munmap
+  // on free); smaller ones come from operator new (rounded up to 64 bytes).
   static constexpr uint64_t kMappedThreshold = uint64_t{1} << 20;
 
   StagingBuffer() = default;

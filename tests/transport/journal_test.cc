@@ -2,7 +2,9 @@
 // reader following, fallback over corrupt steps, retention with leases.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 #include "codec/thread_pool.h"
 #include "tests/transport/journal_test_model.h"
@@ -35,7 +37,9 @@ void publish_versions(JournalWriter* writer, JournalTestModel* model, uint64_t l
     for (size_t i = 0; i < model->size(); ++i) keep.push_back(model->bytes(i));
     for (size_t i = 0; i < previous.size(); ++i) previous[i].bytes = keep[i];
     model->advance_to(v);
-    auto report = writer->publish(v, model->tensors(), v == 0 ? std::span<const PublishTensor>{} : std::span<const PublishTensor>(previous));
+    auto report = writer->publish(
+        v, model->tensors(),
+        v == 0 ? std::span<const PublishTensor>{} : std::span<const PublishTensor>(previous));
     ASSERT_TRUE(report.ok()) << report.status().to_string();
   }
 }
@@ -190,6 +194,43 @@ TEST(Journal, MismatchedDestinationsAreNamed) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("not.in.the.model"), std::string::npos);
   EXPECT_FALSE(reader.held().has_value());
+}
+
+TEST(Journal, FollowerReachesVersionsPublishedWhileItWaits) {
+  ScratchDir dir;
+  JournalTestModel model(14);
+  auto writer = JournalWriter::open(small_options(dir.path()));
+  ASSERT_TRUE(writer.ok());
+  publish_versions(writer->get(), &model, 0);
+  JournalTestModel follower_model(14);  // the follower's reference, advanced at the end
+  std::vector<std::vector<uint8_t>> storage;
+  CatchUpReader reader(dir.path(), follower_model.destinations(&storage));
+  std::thread publisher([&] {
+    for (uint64_t v = 1; v <= 6; ++v) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      publish_versions(writer->get(), &model, v);
+    }
+  });
+  auto r = reader.follow(6, std::chrono::steady_clock::now() + std::chrono::seconds(20),
+                         std::chrono::milliseconds(2));
+  publisher.join();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  follower_model.advance_to(6);
+  expect_holds(follower_model, reader, storage);
+}
+
+TEST(Journal, FollowGivesUpAtTheDeadline) {
+  ScratchDir dir;
+  JournalTestModel model(15);
+  auto writer = JournalWriter::open(small_options(dir.path()));
+  ASSERT_TRUE(writer.ok());
+  publish_versions(writer->get(), &model, 1);
+  std::vector<std::vector<uint8_t>> storage;
+  CatchUpReader reader(dir.path(), model.destinations(&storage));
+  auto r = reader.follow(5, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(r.status().message().find("holding 1"), std::string::npos) << r.status().to_string();
 }
 
 }  // namespace

@@ -61,9 +61,12 @@ Status check_parts_and_extents(const proto::StepManifest& m, AnchorLayout* layou
   std::unordered_set<std::string_view> names;
   for (const auto& part : m.parts()) {
     RETURN_IF_ERROR(check_file_name("part file", part.file()));
-    if (!names.insert(part.file()).second) return bad_manifest("part '" + part.file() + "' twice");
+    if (!names.insert(part.file()).second)
+      return bad_manifest("part '" + part.file() + "' is listed twice");
     if (part.compression() != proto::COMPRESSION_NONE || part.raw_bytes() != part.bytes()) {
-      return bad_manifest("anchor shard '" + part.file() + "' is marked compressed");
+      return bad_manifest("anchor shard '" + part.file() + "' is compressed or has raw_bytes " +
+                          std::to_string(part.raw_bytes()) + " != bytes " +
+                          std::to_string(part.bytes()));
     }
   }
   // Extents run shard by shard, each shard from offset 0 to its size without a gap.
@@ -78,10 +81,16 @@ Status check_parts_and_extents(const proto::StepManifest& m, AnchorLayout* layou
                             std::to_string(m.parts(static_cast<int>(shard)).bytes()) + " bytes");
       }
       if (at_end) break;
-      if (m.extents(e).shard() != static_cast<uint64_t>(shard + 1)) {
+      if (m.extents(e).shard() != static_cast<uint64_t>(shard + 1) ||
+          m.extents(e).shard() >= static_cast<uint32_t>(m.parts_size())) {
         return bad_manifest("extent " + std::to_string(e) + " names shard " +
                             std::to_string(m.extents(e).shard()) + " after shard " +
                             std::to_string(shard) + "; shards must follow in order");
+      }
+      if (m.extents(e).shard() >= static_cast<uint32_t>(m.parts_size())) {
+        return bad_manifest("extent " + std::to_string(e) + " names shard " +
+                            std::to_string(m.extents(e).shard()) + " of " +
+                            std::to_string(m.parts_size()));
       }
       shard = m.extents(e).shard();
       cursor = 0;

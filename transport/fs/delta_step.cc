@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "codec/delta_format.h"
 #include "codec/part_compression.h"
 #include "transport/file_io.h"
 
@@ -56,6 +57,12 @@ Status DeltaPartWriter::add_record(proto::TensorState* tensor, std::span<const u
   if (!buffer_.empty() && buffer_.size() + record.size() > options_.part_bytes) {
     RETURN_IF_ERROR(flush_part());
   }
+  if (buffer_.empty()) buffer_.resize(kDeltaFileHeaderBytes);  // filled in by flush_part
+  if (records_in_part_ == kMaxRecordsPerFile) {
+    return out_of_range("delta part of " + dir_ + " would hold more than " +
+                        std::to_string(kMaxRecordsPerFile) + " records");
+  }
+  ++records_in_part_;
   tensor->set_changed(true);
   tensor->set_part(static_cast<uint32_t>(manifest_->parts_size()));
   tensor->set_offset(buffer_.size());
@@ -72,6 +79,9 @@ Status DeltaPartWriter::finish() {
 Status DeltaPartWriter::flush_part() {
   proto::PartInfo* part = manifest_->add_parts();
   part->set_file(part_file_name(manifest_->parts_size() - 1));
+  const std::vector<uint8_t> header = delta_file_header(records_in_part_);
+  std::memcpy(buffer_.data(), header.data(), header.size());
+  records_in_part_ = 0;
   part->set_raw_bytes(buffer_.size());
   std::span<const uint8_t> stored = buffer_;
   std::vector<uint8_t> compressed;

@@ -1,7 +1,8 @@
-// The part files of a delta step: the records of every changed tensor (codec/delta_format.h)
-// packed back to back into files of about `part_bytes` (a record larger than that gets a part
-// of its own), each with its XXH3-64 in the manifest, optionally compressed with zstd on byte
-// planes (codec/part_compression.h).
+// The part files of a delta step: delta files (docs/FORMATS.md "Delta file": a 16-byte header
+// and the records of changed tensors back to back) of about `part_bytes` each (a record larger
+// than that gets a part of its own), so `weightcast delta inspect` reads any part. Each part's
+// XXH3-64 is in the manifest; parts may be compressed with zstd on byte planes
+// (codec/part_compression.h), which measured not to pay on deltas (docs/PERFORMANCE.md).
 #pragma once
 
 #include <cstdint>
@@ -47,9 +48,9 @@ class DeltaPartWriter {
   DeltaPartOptions options_;
   proto::StepManifest* manifest_;
   std::vector<uint8_t> buffer_;
-  std::vector<proto::TensorState*> in_buffer_;
   uint64_t raw_bytes_ = 0;
   uint64_t stored_bytes_ = 0;
+  uint32_t records_in_part_ = 0;
 };
 
 // Reads part `index` of a delta step from `step_dir`: checks its size and XXH3-64 against the
