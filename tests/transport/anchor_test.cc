@@ -100,7 +100,8 @@ Bytes read_file(const std::string& path) {
 
 void write_file(const std::string& path, const Bytes& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 void expect_error(const Status& s, StatusCode code, const std::vector<std::string>& needles) {
@@ -118,7 +119,8 @@ uint64_t checksum_of(const Bytes& bytes, DType dtype) {
 void expect_reads_back(const std::string& dir, const proto::StepManifest& manifest, Model& model) {
   std::vector<Bytes> out(model.data.size());
   std::vector<std::span<uint8_t>> dests;
-  for (size_t i = 0; i < out.size(); ++i) dests.emplace_back((out[i] = Bytes(model.data[i].size())));
+  for (size_t i = 0; i < out.size(); ++i)
+    dests.emplace_back((out[i] = Bytes(model.data[i].size())));
   ThreadPool pool(3);
   ASSERT_TRUE(read_anchor(dir, manifest, dests, &pool).ok());
   for (size_t i = 0; i < out.size(); ++i) {
@@ -162,6 +164,19 @@ TEST(AnchorRoundTrip, MixedDtypesAndShapesInOneShard) {
   expect_reads_back(tmp.sub("a"), manifest, model);
   const Status verified = verify_anchor(tmp.sub("a"), manifest);
   EXPECT_TRUE(verified.ok()) << verified.to_string();
+}
+
+TEST(AnchorRoundTrip, EmptyModelIsOneHeaderOnlyShard) {
+  ScratchDir tmp;
+  proto::StepManifest manifest;
+  ASSERT_TRUE(write_anchor(tmp.sub("a"), {}, {}, &manifest).ok());
+  ASSERT_EQ(manifest.parts_size(), 1);
+  ASSERT_EQ(manifest.extents_size(), 1);
+  EXPECT_EQ(manifest.extents(0).bytes(), manifest.parts(0).bytes());
+  auto parsed = parse_safetensors(read_file(tmp.sub("a/") + manifest.parts(0).file()));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  EXPECT_TRUE(parsed->tensors.empty());
+  EXPECT_TRUE(verify_anchor(tmp.sub("a"), manifest).ok());
 }
 
 TEST(AnchorShards, SmallShardsAndSlicesCoverFilesExactly) {
@@ -281,7 +296,8 @@ class AnchorDamage : public ::testing::Test {
   Status read_all() {
     std::vector<Bytes> out(model_.data.size());
     std::vector<std::span<uint8_t>> dests;
-    for (size_t i = 0; i < out.size(); ++i) dests.emplace_back((out[i] = Bytes(model_.data[i].size())));
+    for (size_t i = 0; i < out.size(); ++i)
+      dests.emplace_back((out[i] = Bytes(model_.data[i].size())));
     return read_anchor(dir_, manifest_, dests);
   }
 
@@ -308,19 +324,19 @@ TEST_F(AnchorDamage, FlippedTensorByteIsDataLossNamingFileAndOffset) {
 }
 
 TEST_F(AnchorDamage, TruncatedShardIsDataLoss) {
-  Bytes file = read_file(shard_path(3));
-  file.resize(file.size() - 100);
-  write_file(shard_path(3), file);
+  const uint64_t cut = manifest_.parts(3).bytes() - 100;
+  fs::resize_file(shard_path(3), cut);
   Bytes dest(manifest_.tensors(5).bytes());
   expect_error(read_anchor_tensor(dir_, manifest_, 5, dest), StatusCode::kDataLoss,
-               {manifest_.parts(3).file(), std::to_string(file.size())});
+               {manifest_.parts(3).file(), std::to_string(cut)});
   expect_error(verify_anchor(dir_, manifest_), StatusCode::kDataLoss, {manifest_.parts(3).file()});
 }
 
 TEST_F(AnchorDamage, MissingShardIsNotFoundNamingPath) {
   fs::remove(shard_path(1));
   Bytes dest(manifest_.tensors(2).bytes());
-  expect_error(read_anchor_tensor(dir_, manifest_, 2, dest), StatusCode::kNotFound, {shard_path(1)});
+  expect_error(read_anchor_tensor(dir_, manifest_, 2, dest), StatusCode::kNotFound,
+               {shard_path(1)});
   expect_error(read_all(), StatusCode::kNotFound, {shard_path(1)});
   expect_error(verify_anchor(dir_, manifest_), StatusCode::kNotFound, {shard_path(1)});
 }
@@ -339,6 +355,15 @@ TEST_F(AnchorDamage, IndexJsonMustNameEveryTensorWithItsFile) {
   write_file(dir_ + "/model.safetensors.index.json", Bytes(text.begin(), text.end()));
   expect_error(verify_anchor(dir_, manifest_), StatusCode::kDataLoss, {"w0", "index"});
   EXPECT_TRUE(read_all().ok());  // readers go by the manifest
+}
+
+TEST_F(AnchorDamage, ShardHeaderMustAgreeWithManifest) {
+  // Same bytes, another shape: consistent on its own, refused against the file's header.
+  manifest_.mutable_tensors(5)->clear_shape();
+  manifest_.mutable_tensors(5)->add_shape(10 * 512);
+  ASSERT_TRUE(validate_anchor_manifest(manifest_).ok());
+  expect_error(verify_anchor(dir_, manifest_), StatusCode::kDataLoss,
+               {"'w5'", manifest_.parts(3).file(), "disagrees with the header"});
 }
 
 TEST_F(AnchorDamage, ManifestLiesAreCaughtBeforeReading) {
@@ -366,17 +391,25 @@ TEST_F(AnchorDamage, ManifestLiesAreCaughtBeforeReading) {
          m->mutable_parts(1)->set_bytes(m->parts(1).bytes() + 8);
          m->mutable_parts(1)->set_raw_bytes(m->parts(1).bytes());
        }},
-      {"is marked compressed",
+      {"is compressed",
        [](auto* m) { m->mutable_parts(1)->set_compression(proto::COMPRESSION_ZSTD_BYTE_PLANES); }},
       {"'../x.safetensors' is not a plain",
        [](auto* m) { m->mutable_parts(0)->set_file("../x.safetensors"); }},
       {"'..' is not a plain", [](auto* m) { m->mutable_parts(0)->set_file(".."); }},
-      {"'model-00001-of-00004.safetensors' twice",
+      {"'model-00001-of-00004.safetensors' is listed twice",
        [](auto* m) { m->mutable_parts(1)->set_file(m->parts(0).file()); }},
       {"end at offset 5388", [](auto* m) { m->mutable_extents(3)->set_bytes(100); }},
-      {"names shard 3 after shard 0", [](auto* m) { m->mutable_extents(3)->set_shard(3); }},
+      {"end at offset 5288", [](auto* m) { m->mutable_extents(3)->set_shard(3); }},
+      {"extent 4 names shard 2 after shard 0",
+       [](auto* m) { m->mutable_extents(4)->set_shard(2); }},
       {"extent 2 [5288, +3072)", [](auto* m) { m->mutable_extents()->SwapElements(2, 3); }},
       {"extents cover 0 of 4 shards", [](auto* m) { m->clear_extents(); }},
+      {"names shard 4 of 4",
+       [](auto* m) {
+         proto::Extent* extra = m->add_extents();
+         extra->set_shard(4);
+         extra->set_bytes(8);
+       }},
       {"no parts", [](auto* m) { m->clear_parts(); }},
       {"kind", [](auto* m) { m->set_kind(proto::STEP_DELTA); }},
       {"extent at offset 4264 of shard 'model-00001-of-00004.safetensors' crosses the end",
@@ -392,7 +425,8 @@ TEST_F(AnchorDamage, ManifestLiesAreCaughtBeforeReading) {
          proto::Extent* split = m->mutable_extents()->Add();
          split->set_offset(m->extents(1).offset() + 4095);
          split->set_bytes(1);
-         for (int k = m->extents_size() - 1; k > 2; --k) m->mutable_extents()->SwapElements(k, k - 1);
+         for (int k = m->extents_size() - 1; k > 2; --k)
+           m->mutable_extents()->SwapElements(k, k - 1);
        }},
   };
   for (const auto& lie : lies) {
@@ -431,8 +465,8 @@ TEST(AnchorWriter, BadSpecsAreRejectedBeforeWriting) {
   auto view = short_bytes.view();
   std::vector<AnchorTensor> tensors(view.begin(), view.end());
   tensors[0].bytes = tensors[0].bytes.first(10);
-  expect_error(write_anchor(tmp.sub("short"), tensors, {}, &manifest),
-               StatusCode::kInvalidArgument, {"model.embed_tokens.weight", "10 bytes"});
+  expect_error(write_anchor(tmp.sub("short"), tensors, {}, &manifest), StatusCode::kInvalidArgument,
+               {"model.embed_tokens.weight", "10 bytes"});
   EXPECT_FALSE(fs::exists(tmp.sub("dup")));
   EXPECT_FALSE(fs::exists(tmp.sub("short")));
 }

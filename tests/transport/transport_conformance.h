@@ -1,5 +1,5 @@
 // The contract of transport.h, written once and instantiated per backend
-// (INSTANTIATE_TEST_SUITE_P(Fs, TransportConformance, ...) in fs_transport_test.cc; ucx and
+// (transport_conformance_test.cc; INSTANTIATE_TEST_SUITE_P in fs_transport_test.cc; ucx and
 // nccl add theirs). A backend the host cannot run makes every test skip with the reason.
 #pragma once
 

@@ -81,8 +81,7 @@ Status check_parts_and_extents(const proto::StepManifest& m, AnchorLayout* layou
                             std::to_string(m.parts(static_cast<int>(shard)).bytes()) + " bytes");
       }
       if (at_end) break;
-      if (m.extents(e).shard() != static_cast<uint64_t>(shard + 1) ||
-          m.extents(e).shard() >= static_cast<uint32_t>(m.parts_size())) {
+      if (m.extents(e).shard() != static_cast<uint64_t>(shard + 1)) {
         return bad_manifest("extent " + std::to_string(e) + " names shard " +
                             std::to_string(m.extents(e).shard()) + " after shard " +
                             std::to_string(shard) + "; shards must follow in order");

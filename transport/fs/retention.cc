@@ -1,6 +1,7 @@
 #include "transport/fs/retention.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -54,6 +55,26 @@ Result<std::vector<proto::Lease>> list_leases(const JournalLayout& layout,
   return leases;
 }
 
+namespace {
+
+// Temporary files of lease writes whose writer died (`.<holder>.lease.tmp.<pid>`): a live
+// writer renames its temp file within milliseconds, so one older than a minute is stale.
+Status remove_stale_lease_temps(const JournalLayout& layout) {
+  std::error_code ec;
+  const auto now = std::filesystem::file_time_type::clock::now();
+  for (const auto& entry : std::filesystem::directory_iterator(layout.leases(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(".") || name.find(".lease.tmp.") == std::string::npos) continue;
+    const auto written = std::filesystem::last_write_time(entry.path(), ec);
+    if (!ec && now - written > std::chrono::minutes(1)) {
+      RETURN_IF_ERROR(remove_file_durably(entry.path().string()));
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 Result<GcReport> collect_garbage(const JournalLayout& layout, const RetentionPolicy& policy,
                                  int64_t now_unix_ms) {
   GcReport report;
@@ -84,6 +105,7 @@ Result<GcReport> collect_garbage(const JournalLayout& layout, const RetentionPol
   }
   // A lease file we cannot read might protect anything: keep everything this time.
   if (!unreadable.empty()) keep_from = 0;
+  RETURN_IF_ERROR(remove_stale_lease_temps(layout));
   report.keep_from = keep_from;
 
   for (const uint64_t v : steps) {
