@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build pyenv demo test test-asan bench fuzz format clean
+.PHONY: all deps configure build pyenv demo test test-asan bench fuzz format clean gpu-bundle
 
 all: build
 
@@ -51,6 +51,10 @@ fuzz: test-asan
 	  $(ASAN_BUILD)/tests/fuzz/$${t}_smoke --write-seeds $(ASAN_BUILD)/fuzz-corpus/$$t; \
 	  $(ASAN_BUILD)/tests/fuzz/$${t}_fuzz -max_total_time=$${FUZZ_SECONDS:-60} $(ASAN_BUILD)/fuzz-corpus/$$t || exit 1; \
 	done
+
+# GPU test bundle for a lent GPU machine (tests/gpu/README.md).
+gpu-bundle: deps
+	@JOBS=$(JOBS) tests/gpu/build_bundle.sh build-gpu build-gpu/bundle
 
 format:
 	@git ls-files '*.cc' '*.h' '*.cu' '*.cuh' | xargs clang-format -i

@@ -119,8 +119,9 @@ Result<nlohmann::json> run_coalesce_benchmark(const CoalesceBenchmarkConfig& c) 
       {"threads", c.threads},
       {"repetitions", c.repetitions},
       {"note",
-       "best of `repetitions`. per_slice_s, coalesced_s: fresh staging every export (huge "
-       "pages advised, pre-faulted per piece), as a one-off export pays; *_warm_s: staging "
+       "best of `repetitions`. per_slice_s, coalesced_s: fresh staging every export "
+       "(mapped, pre-faulted per piece with MADV_POPULATE_WRITE), as a one-off export pays; "
+       "*_warm_s: staging "
        "reused from a StagingPool filled by one untimed export, as a loop exporting every step "
        "pays (warm_reused_transfers of warm_transfers were reuses). memcpy_s: one memcpy per "
        "buffer into a destination touched before; memcpy_cold_s: into a fresh allocation"}};

@@ -1,5 +1,7 @@
 // `weightcast bench coalesce`: per-slice against coalesced staging of packed experts in host
-// memory, next to one plain memcpy of the same total bytes, measured in the same run.
+// memory, next to one plain memcpy of the same total bytes, measured in the same run; each
+// cold (fresh staging, fields per_slice_s, coalesced_s, memcpy_cold_s) and warm (staging reused
+// from a StagingPool, *_warm_s; memcpy_s into a destination touched before).
 #pragma once
 
 #include <nlohmann/json.hpp>

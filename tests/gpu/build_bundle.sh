@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Builds the GPU test binaries HERE and packs them, with the shared libraries they need, into a
+# bundle that travels to a lent GPU machine (see tests/gpu/README.md).
+#
+#   tests/gpu/build_bundle.sh BUILD_DIR BUNDLE_DIR
+#
+# BUILD_DIR is configured (Ninja, RelWithDebInfo, WEIGHTCAST_WITH_CUDA=ON) if it has no
+# CMakeCache.txt yet; an existing one must have been configured with the CUDA toolkit, else the
+# CUDA tests would only skip. The .cu files link the static CUDA runtime, so no libcudart
+# travels; the GPU machine's driver provides libcuda. BUNDLE_DIR is replaced by:
+#   bin/   service_tests and weightcast, debug info stripped (symbols kept for backtraces)
+#   lib/   every shared library ldd lists except glibc's own (the GPU machine has its own
+#          glibc, which must match its loader) and the C++ runtime: libprotobuf, libzstd, ...
+#   lib/cxx/  libstdc++ and libgcc_s, used there only when the machine's own are too old
+#          (this libstdc++ needs a newer glibc than the binaries do)
+#   run.sh a copy of tests/gpu/run.sh, MANIFEST what was packed and the glibc/GLIBCXX it needs.
+# Fails loudly if a library is missing, the CUDA runtime is linked dynamically, or the bundle
+# plus the working tree that travels with it exceeds the device tool's 64 MiB.
+set -euo pipefail
+
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 BUILD_DIR BUNDLE_DIR" >&2
+  exit 2
+fi
+REPO="$(cd "$(dirname "$0")/../.." && pwd)"
+BUILD="$(realpath -m "$1")"
+BUNDLE="$(realpath -m "$2")"
+JOBS="${JOBS:-2}"
+LIMIT_BYTES=$((64 * 1024 * 1024))  # the device tool's cap on what travels, tree included
+TARGETS=(service_tests weightcast)
+BINARIES=("$BUILD/tests/service_tests" "$BUILD/src/weightcast")
+# glibc's libraries and the kernel's vDSO: provided by the GPU machine, never carried.
+SYSTEM_RE='^(linux-vdso\.so|ld-linux-x86-64\.so|libc\.so|libm\.so|libpthread\.so|libdl\.so|librt\.so|libutil\.so|libresolv\.so|libcuda\.so)'
+
+die() {
+  echo "build_bundle: $*" >&2
+  exit 1
+}
+
+command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] ||
+  die "no nvcc here: the bundle needs the CUDA executor compiled (install the CUDA toolkit)"
+if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
+  cmake -S "$REPO" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEIGHTCAST_WITH_CUDA=ON
+fi
+CONFIG_H="$BUILD/generated/weightcast/config.h"
+grep -q '^#define WEIGHTCAST_HAVE_CUDA 1' "$CONFIG_H" 2>/dev/null ||
+  die "$BUILD was configured without CUDA ($CONFIG_H): reconfigure with -DWEIGHTCAST_WITH_CUDA=ON"
+cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}"
+
+rm -rf "$BUNDLE"
+mkdir -p "$BUNDLE/bin" "$BUNDLE/lib/cxx"
+for b in "${BINARIES[@]}"; do
+  [[ -x "$b" ]] || die "missing binary $b"
+  if ldd "$b" | grep -q 'libcudart\.so'; then
+    die "$b links libcudart dynamically; the bundle expects the static CUDA runtime"
+  fi
+  cp "$b" "$BUNDLE/bin/"
+  strip --strip-debug "$BUNDLE/bin/$(basename "$b")"
+done
+
+# Shared libraries: the union of what every binary needs (ldd resolves them transitively).
+declare -A copied=()
+for b in "${BINARIES[@]}"; do
+  while read -r line; do
+    name="$(awk '{print $1}' <<<"$line")"
+    [[ -z "$name" ]] && continue
+    if grep -q 'not found' <<<"$line"; then
+      die "$(basename "$b") needs $name, which ldd cannot find here"
+    fi
+    base="$(basename "$name")"
+    [[ "$base" =~ $SYSTEM_RE ]] && continue
+    path="$(awk '$2 == "=>" {print $3}' <<<"$line")"
+    [[ -n "$path" && -f "$path" ]] || die "cannot resolve $name for $(basename "$b"): '$line'"
+    if [[ -z "${copied[$base]:-}" ]]; then
+      if [[ "$base" =~ ^(libstdc\+\+|libgcc_s)\.so ]]; then
+        cp -L "$path" "$BUNDLE/lib/cxx/$base"
+      else
+        cp -L "$path" "$BUNDLE/lib/$base"
+      fi
+      copied[$base]="$path"
+    fi
+  done < <(ldd "$b")
+done
+
+cp "$REPO/tests/gpu/run.sh" "$BUNDLE/run.sh"
+chmod +x "$BUNDLE/run.sh"
+
+# The newest symbol versions the bundle asks for: run.sh checks them on the GPU machine.
+newest() {  # newest PREFIX FILE...: the highest PREFIX_x.y.z version the files reference
+  local prefix="$1"
+  shift
+  for f in "$@"; do objdump -T "$f"; done 2>/dev/null | grep -o "${prefix}_[0-9][0-9.]*" |
+    sed "s/${prefix}_//" | sort -uV | tail -1
+}
+shopt -s nullglob
+revision="$(sed -n 's/^#define WEIGHTCAST_GIT_REVISION "\(.*\)"/\1/p' "$CONFIG_H")"
+nvcc_bin="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+{
+  echo "revision=$revision"
+  echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) on $(sed -n 's/^PRETTY_NAME=//p' /etc/os-release | tr -d '"')"
+  echo "glibc_needed=$(newest GLIBC "$BUNDLE"/bin/* "$BUNDLE"/lib/*.so*)"
+  echo "glibcxx_needed=$(newest GLIBCXX "$BUNDLE"/bin/* "$BUNDLE"/lib/*.so*)"
+  echo "glibc_needed_with_lib_cxx=$(newest GLIBC "$BUNDLE"/bin/* "$BUNDLE"/lib/*.so* \
+    "$BUNDLE"/lib/cxx/*)"
+  echo "nvcc=$("$nvcc_bin" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+  for base in "${!copied[@]}"; do echo "lib $base <- ${copied[$base]}"; done | sort
+  (cd "$BUNDLE" && find bin lib -type f -printf 'file %p %s\n' | sort)
+} >"$BUNDLE/MANIFEST"
+
+# Everything that travels: the bundle (carried) plus the tree's tracked and untracked files
+# (approximated by the checkout without .git and the ignored build folders).
+bundle_bytes="$(du -sb "$BUNDLE" | cut -f1)"
+tree_bytes="$(cd "$REPO" && du -sb --exclude=./.git --exclude='./build*' --exclude=./.cache . |
+  cut -f1)"
+total=$((bundle_bytes + tree_bytes))
+mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+echo "bundle $BUNDLE: $(mib "$bundle_bytes") MiB (bin $(mib "$(du -sb "$BUNDLE/bin" | cut -f1)")," \
+  "lib $(mib "$(du -sb "$BUNDLE/lib" | cut -f1)")); with the tree $(mib "$total") MiB of the" \
+  "64 MiB the device tool carries"
+if ((total >= LIMIT_BYTES)); then
+  die "bundle + tree = $total bytes, over the device tool's $LIMIT_BYTES: strip harder or carry less"
+fi
