@@ -22,7 +22,7 @@ enum class StatusCode {
   kOutOfRange,          // a limit was exceeded
   kNotFound,
   kIoError,
-  kDeadlineExceeded,   // a wait ran past its deadline
+  kDeadlineExceeded,  // a wait ran past its deadline
   kUnimplemented,
   kInternal,
 };

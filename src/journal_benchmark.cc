@@ -1,8 +1,8 @@
 #include "src/journal_benchmark.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -40,7 +40,9 @@ class BenchModel {
     std::vector<PublishTensor> out;
     for (size_t i = 0; i < tensors_.size(); ++i) {
       auto bf16 = tensors_[i].bf16();
-      out.push_back({"model.layers." + std::to_string(i) + ".weight", DType::kBF16, shapes_[i],
+      out.push_back({"model.layers." + std::to_string(i) + ".weight",
+                     DType::kBF16,
+                     shapes_[i],
                      {reinterpret_cast<const uint8_t*>(bf16.data()), bf16.size() * 2}});
     }
     return out;
@@ -87,7 +89,8 @@ Result<nlohmann::json> run_journal_benchmark(const JournalBenchmarkConfig& c) {
   if (::mkdtemp(tmpl) == nullptr) return io_error("cannot create a directory in '" + c.dir + "'");
   const std::string root = tmpl;
   ThreadPool pool(c.threads);
-  if (c.log) c.log("generating a synthetic model of " + std::to_string(c.parameters) + " bf16 parameters");
+  if (c.log)
+    c.log("generating a synthetic model of " + std::to_string(c.parameters) + " bf16 parameters");
   BenchModel model(c, &pool);
 
   JournalOptions options;

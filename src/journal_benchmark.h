@@ -19,11 +19,11 @@
 namespace weightcast {
 
 struct JournalBenchmarkConfig {
-  std::string dir = "/tmp";      // a scratch journal is made (and removed) in it
+  std::string dir = "/tmp";             // a scratch journal is made (and removed) in it
   uint64_t parameters = 1'000'000'000;  // bf16 elements of the synthetic model
-  uint64_t tensors = 32;         // the model's tensors (equal sizes)
+  uint64_t tensors = 32;                // the model's tensors (equal sizes)
   double density = 0.01;
-  uint64_t deltas = 10;          // deltas after the anchor, for the catch-up figure
+  uint64_t deltas = 10;  // deltas after the anchor, for the catch-up figure
   size_t threads = 2;
   bool zstd = false;
   uint64_t anchor_bench_bytes = uint64_t{2} << 30;  // 0 skips the anchor throughput part

@@ -16,8 +16,8 @@ namespace weightcast {
 namespace {
 
 // Destinations for every tensor of `manifest`, backed by `storage`.
-Result<std::vector<ReaderDestination>> destinations_for(const proto::StepManifest& manifest,
-                                                        std::vector<std::vector<uint8_t>>* storage) {
+Result<std::vector<ReaderDestination>> destinations_for(
+    const proto::StepManifest& manifest, std::vector<std::vector<uint8_t>>* storage) {
   std::vector<ReaderDestination> out;
   storage->assign(static_cast<size_t>(manifest.tensors_size()), {});
   for (int i = 0; i < manifest.tensors_size(); ++i) {
@@ -98,7 +98,9 @@ Result<nlohmann::json> journal_inspect(const std::string& root, std::optional<ui
       nlohmann::json s{{"version", v}};
       auto m = read_manifest_file(layout.manifest(v));
       if (m.ok()) {
-        s["kind"] = m->kind() == proto::STEP_ANCHOR ? "anchor" : m->kind() == proto::STEP_DELTA ? "delta" : "parts";
+        s["kind"] = m->kind() == proto::STEP_ANCHOR  ? "anchor"
+                    : m->kind() == proto::STEP_DELTA ? "delta"
+                                                     : "parts";
         uint64_t bytes = 0;
         for (const auto& p : m->parts()) bytes += p.bytes();
         s["bytes"] = bytes;
@@ -112,23 +114,30 @@ Result<nlohmann::json> journal_inspect(const std::string& root, std::optional<ui
     out["leases"] = nlohmann::json::array();
     ASSIGN_OR_RETURN(auto leases, list_leases(layout));
     for (const auto& l : leases) {
-      out["leases"].push_back({{"holder", l.holder()}, {"version", l.version()},
+      out["leases"].push_back({{"holder", l.holder()},
+                               {"version", l.version()},
                                {"expires_unix_ms", l.expires_unix_ms()}});
     }
     return out;
   }
   ASSIGN_OR_RETURN(auto m, read_manifest_file(layout.manifest(*version)));
   out["version"] = m.version();
-  out["kind"] = m.kind() == proto::STEP_ANCHOR ? "anchor" : m.kind() == proto::STEP_DELTA ? "delta" : "parts";
+  out["kind"] = m.kind() == proto::STEP_ANCHOR  ? "anchor"
+                : m.kind() == proto::STEP_DELTA ? "delta"
+                                                : "parts";
   out["base_version"] = m.base_version();
   out["anchor_version"] = m.anchor_version();
   out["created_unix_ms"] = m.created_unix_ms();
   out["writer"] = m.writer();
   out["parts"] = nlohmann::json::array();
   for (const auto& p : m.parts()) {
-    out["parts"].push_back({{"file", p.file()}, {"bytes", p.bytes()}, {"raw_bytes", p.raw_bytes()},
-                            {"xxh3", p.xxh3()},
-                            {"compression", p.compression() == proto::COMPRESSION_NONE ? "none" : "zstd-byte-planes"}});
+    out["parts"].push_back(
+        {{"file", p.file()},
+         {"bytes", p.bytes()},
+         {"raw_bytes", p.raw_bytes()},
+         {"xxh3", p.xxh3()},
+         {"compression",
+          p.compression() == proto::COMPRESSION_NONE ? "none" : "zstd-byte-planes"}});
   }
   out["extents"] = m.extents_size();
   uint64_t changed = 0, changed_elements = 0;
@@ -144,7 +153,8 @@ Result<nlohmann::json> journal_inspect(const std::string& root, std::optional<ui
   if (tensors) {
     out["tensors"] = nlohmann::json::array();
     for (const auto& t : m.tensors()) {
-      nlohmann::json j{{"name", t.name()}, {"dtype", proto::DType_Name(t.dtype())},
+      nlohmann::json j{{"name", t.name()},
+                       {"dtype", proto::DType_Name(t.dtype())},
                        {"shape", std::vector<int64_t>(t.shape().begin(), t.shape().end())},
                        {"checksum", t.checksum()}};
       if (m.kind() == proto::STEP_ANCHOR || t.changed()) {
@@ -176,7 +186,8 @@ void verify_delta_dir(const std::string& dir, std::vector<std::string>* problems
     }
     for (const auto& t : m->tensors()) {
       if (!t.changed() || t.part() != static_cast<uint32_t>(p)) continue;
-      auto record = parse_delta_record(std::span<const uint8_t>(*bytes).subspan(t.offset(), t.bytes()));
+      auto record =
+          parse_delta_record(std::span<const uint8_t>(*bytes).subspan(t.offset(), t.bytes()));
       if (!record.ok()) {
         problems->push_back(dir + ": record of '" + t.name() + "': " + record.status().message());
       }
@@ -186,8 +197,8 @@ void verify_delta_dir(const std::string& dir, std::vector<std::string>* problems
 
 }  // namespace
 
-Result<std::vector<std::string>> journal_verify(const std::string& root, size_t threads,
-                                                const std::function<void(const std::string&)>& log) {
+Result<std::vector<std::string>> journal_verify(
+    const std::string& root, size_t threads, const std::function<void(const std::string&)>& log) {
   JournalLayout layout(root);
   ThreadPool pool(threads);
   std::vector<std::string> problems;

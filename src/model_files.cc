@@ -20,7 +20,8 @@ Status add_safetensors_file(const std::string& path, const std::set<std::string>
   if (!parsed.ok()) return Status(parsed.status().code(), path + ": " + parsed.status().message());
   for (auto& t : parsed->tensors) {
     if (expected != nullptr && !expected->contains(t.name)) {
-      return data_loss(path + ": tensor '" + t.name + "' is not in the index's weight_map for this file");
+      return data_loss(path + ": tensor '" + t.name +
+                       "' is not in the index's weight_map for this file");
     }
     model->total_bytes += t.bytes.size();
     model->tensors.push_back(std::move(t));
@@ -42,7 +43,8 @@ Result<std::unique_ptr<ModelFiles>> read_model_files(const std::string& path) {
     }
     std::map<std::string, std::set<std::string>> by_file;
     for (const auto& [name, file] : json["weight_map"].items()) {
-      if (!file.is_string()) return data_loss(path + ": weight_map['" + name + "'] is not a string");
+      if (!file.is_string())
+        return data_loss(path + ": weight_map['" + name + "'] is not a string");
       const std::string f = file.get<std::string>();
       if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..") {
         return data_loss(path + ": shard '" + f + "' of tensor '" + name +
@@ -54,7 +56,8 @@ Result<std::unique_ptr<ModelFiles>> read_model_files(const std::string& path) {
     size_t listed = 0;
     for (const auto& [file, names] : by_file) {
       const size_t before = model->tensors.size();
-      RETURN_IF_ERROR(add_safetensors_file((dir.empty() ? "." : dir) + "/" + file, &names, model.get()));
+      RETURN_IF_ERROR(
+          add_safetensors_file((dir.empty() ? "." : dir) + "/" + file, &names, model.get()));
       if (model->tensors.size() - before != names.size()) {
         return data_loss(path + ": shard '" + file + "' lacks tensors its weight_map names");
       }

@@ -9,6 +9,8 @@ Status StickyError::record(Status s) {
   return s;
 }
 
-Status StickyError::check() const { return first_; }
+Status StickyError::check() const {
+  return first_;
+}
 
 }  // namespace weightcast

@@ -71,8 +71,7 @@ class Transport {
   [[nodiscard]] virtual Result<VersionDescriptor> latest(Deadline deadline) = 0;
 
   // The parts of `version` (kNotFound when it is not, or no longer, available).
-  [[nodiscard]] virtual Result<VersionDescriptor> describe(uint64_t version,
-                                                           Deadline deadline) = 0;
+  [[nodiscard]] virtual Result<VersionDescriptor> describe(uint64_t version, Deadline deadline) = 0;
 
   // Copies one part of `version` into `dest` and verifies it.
   [[nodiscard]] virtual Status fetch(uint64_t version, const PartDescriptor& part,

@@ -5,8 +5,8 @@
 #include "src/adapter_benchmark.h"
 #include "src/cli/commands.h"
 #include "src/coalesce_benchmark.h"
-#include "src/journal_benchmark.h"
 #include "src/delta_benchmark.h"
+#include "src/journal_benchmark.h"
 
 namespace weightcast::cli {
 
@@ -113,9 +113,11 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
 
   auto jcfg = std::make_shared<JournalBenchmarkConfig>();
   auto* jb = bench->add_subcommand(
-      "journal", "Filesystem journal: anchor write vs raw sequential write, delta publication "
-                 "latency, catch-up from an anchor over N deltas");
-  jb->add_option("--dir", jcfg->dir, "Directory for the scratch journal (on the filesystem to measure)")
+      "journal",
+      "Filesystem journal: anchor write vs raw sequential write, delta publication "
+      "latency, catch-up from an anchor over N deltas");
+  jb->add_option("--dir", jcfg->dir,
+                 "Directory for the scratch journal (on the filesystem to measure)")
       ->capture_default_str();
   jb->add_option("--parameters", jcfg->parameters, "bf16 parameters of the synthetic model")
       ->capture_default_str();
@@ -133,7 +135,9 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
   auto jb_json = std::make_shared<bool>(true);
   jb->add_flag("--json", *jb_json, "Accepted for symmetry; the output is always JSON");
   jb->callback([jcfg, &exit_code] {
-    jcfg->log = [](const std::string& line) { std::fprintf(stderr, "weightcast: %s\n", line.c_str()); };
+    jcfg->log = [](const std::string& line) {
+      std::fprintf(stderr, "weightcast: %s\n", line.c_str());
+    };
     auto r = run_journal_benchmark(*jcfg);
     if (!r.ok()) {
       exit_code = report(r.status());

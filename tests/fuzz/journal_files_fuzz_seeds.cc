@@ -13,18 +13,6 @@
 namespace weightcast::fuzzing {
 namespace {
 
-const char* magic_of(JournalFileKind kind) {
-  switch (kind) {
-    case JournalFileKind::kHead:
-      return "WCHD";
-    case JournalFileKind::kManifest:
-      return "WCMF";
-    case JournalFileKind::kLease:
-      return "WCLS";
-  }
-  return "????";
-}
-
 // The manifest write_anchor gives a small model: 16 KiB of tensors of mixed dtypes over
 // 4 KiB shards in 1 KiB slices, so there are several shards, each with several extents.
 proto::StepManifest written_anchor() {
@@ -191,7 +179,7 @@ void add_both_forms(JournalFileKind kind, const google::protobuf::MessageLite& m
 
 std::vector<uint8_t> frame_raw_journal_payload(JournalFileKind kind,
                                                std::span<const uint8_t> payload) {
-  std::vector<uint8_t> out(magic_of(kind), magic_of(kind) + 4);
+  std::vector<uint8_t> out(journal_file_magic(kind), journal_file_magic(kind) + 4);
   append_le<uint32_t>(&out, static_cast<uint32_t>(payload.size()));
   out.insert(out.end(), payload.begin(), payload.end());
   append_le<uint64_t>(&out, XXH3_64bits(out.data(), out.size()));

@@ -115,8 +115,8 @@ TEST_F(JournalCli, ErrorsNameTheCulprit) {
   ASSERT_EQ(run_cli("journal publish --root " + root() + " --version 5 --from " + write_model(0, 0))
                 .exit_code,
             0);
-  auto older = run_cli("journal publish --root " + root() + " --version 4 --from " +
-                       write_model(1, 1));
+  auto older =
+      run_cli("journal publish --root " + root() + " --version 4 --from " + write_model(1, 1));
   EXPECT_EQ(older.exit_code, 1);
   EXPECT_NE(older.output.find("not newer than 5"), std::string::npos) << older.output;
 

@@ -44,7 +44,8 @@ class JournalTestModel {
 
   std::vector<PublishTensor> tensors() const {
     std::vector<PublishTensor> out;
-    for (size_t i = 0; i < names_.size(); ++i) out.push_back({names_[i], dtypes_[i], shapes_[i], bytes_[i]});
+    for (size_t i = 0; i < names_.size(); ++i)
+      out.push_back({names_[i], dtypes_[i], shapes_[i], bytes_[i]});
     return out;
   }
 

@@ -17,6 +17,7 @@
 
 #include "codec/dtype.h"
 #include "codec/status.h"
+#include "codec/tensor_bytes.h"
 #include "weightcast/journal.pb.h"
 
 namespace weightcast {
@@ -24,12 +25,7 @@ namespace weightcast {
 class ThreadPool;
 
 // One tensor to snapshot: contiguous row-major host bytes, numel * dtype_size of them.
-struct AnchorTensor {
-  std::string name;
-  DType dtype = DType::kBF16;
-  std::vector<int64_t> shape;
-  std::span<const uint8_t> bytes;
-};
+using AnchorTensor = TensorBytesView;
 
 struct AnchorWriteOptions {
   // Target shard file size (tensor bytes per file). Tensors are packed greedily in the given

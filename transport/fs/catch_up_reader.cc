@@ -144,15 +144,14 @@ Status CatchUpReader::apply_delta_step(uint64_t version) {
     dir += "/delta";
     auto delta = read_manifest_file(dir + "/MANIFEST");
     if (!delta.ok()) {
-      return Status(delta.status().code(), "anchor " + std::to_string(version) +
-                                               " carries no delta from the version before: " +
-                                               delta.status().message());
+      return Status(delta.status().code(),
+                    "anchor " + std::to_string(version) +
+                        " carries no delta from the version before: " + delta.status().message());
     }
     m = std::move(*delta);
   }
   const std::string& what = dir;
-  if (m.kind() != proto::STEP_DELTA || m.version() != version ||
-      m.base_version() + 1 != version) {
+  if (m.kind() != proto::STEP_DELTA || m.version() != version || m.base_version() + 1 != version) {
     return data_loss(what + " is not a delta on version " + std::to_string(version - 1));
   }
   if (!held_ || *held_ != m.base_version()) {
@@ -193,7 +192,8 @@ Status CatchUpReader::apply_delta_step(uint64_t version) {
     ApplyOptions a;
     a.current_checksum = checksums_[i];
     a.pool = options_.pool;
-    auto applied = apply_delta(record, TensorRef::contiguous(d.name, d.dtype, d.bytes.data(), count), a);
+    auto applied =
+        apply_delta(record, TensorRef::contiguous(d.name, d.dtype, d.bytes.data(), count), a);
     if (!applied.ok()) return applied.status();
     checksums_[i] = applied->checksum;
   }
@@ -201,12 +201,11 @@ Status CatchUpReader::apply_delta_step(uint64_t version) {
   return ok_status();
 }
 
-Status CatchUpReader::run_deltas(uint64_t from_exclusive, uint64_t target,
-                                 CatchUpReport* report) {
+Status CatchUpReader::run_deltas(uint64_t from_exclusive, uint64_t target, CatchUpReport* report) {
   for (uint64_t v = from_exclusive + 1; v <= target && v > from_exclusive; ++v) {
     if (!options_.lease_holder.empty()) {
-      RETURN_IF_ERROR(write_lease(layout_, options_.lease_holder, v - 1, unix_now_ms(),
-                                  options_.lease_ttl_ms));
+      RETURN_IF_ERROR(
+          write_lease(layout_, options_.lease_holder, v - 1, unix_now_ms(), options_.lease_ttl_ms));
     }
     RETURN_IF_ERROR(apply_delta_step(v));
     ++report->deltas_applied;

@@ -23,8 +23,9 @@ std::string part_file_name(int index) {
 
 }  // namespace
 
-Status write_and_sync_file(const std::string& path, std::span<const uint8_t> bytes,
-                           const std::function<Status(const std::string&, uint64_t)>& before_write) {
+Status write_and_sync_file(
+    const std::string& path, std::span<const uint8_t> bytes,
+    const std::function<Status(const std::string&, uint64_t)>& before_write) {
   if (before_write) RETURN_IF_ERROR(before_write(path, bytes.size()));
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return io_error("cannot create '" + path + "': " + std::strerror(errno));
@@ -120,8 +121,7 @@ Result<std::vector<uint8_t>> read_delta_part(const std::string& step_dir,
   }
   if (bytes->size() != part.bytes()) {
     return data_loss("'" + path + "' has " + std::to_string(bytes->size()) +
-                     " bytes, its manifest lists " + std::to_string(part.bytes()) +
-                     " (truncated)");
+                     " bytes, its manifest lists " + std::to_string(part.bytes()) + " (truncated)");
   }
   if (XXH3_64bits(bytes->data(), bytes->size()) != part.xxh3()) {
     return data_loss("'" + path + "': XXH3 mismatch (part corrupted)");

@@ -15,8 +15,6 @@
 namespace weightcast {
 namespace {
 
-constexpr uint32_t kJournalFormatVersion = 1;
-
 Status check_deadline(Deadline deadline, const std::string& what) {
   if (std::chrono::steady_clock::now() > deadline) {
     return deadline_exceeded(what + ": deadline passed");
@@ -48,7 +46,8 @@ Status FsTransport::publish(uint64_t version, std::span<const PartPayload> parts
 
 Status FsTransport::publish_unchecked(uint64_t version, std::span<const PartPayload> parts,
                                       Deadline deadline) {
-  const std::string what = "fs transport '" + options_.root + "' version " + std::to_string(version);
+  const std::string what =
+      "fs transport '" + options_.root + "' version " + std::to_string(version);
   RETURN_IF_ERROR(check_deadline(deadline, what));
   std::set<std::string> names;
   for (const auto& p : parts) {
@@ -101,7 +100,8 @@ Result<VersionDescriptor> FsTransport::latest(Deadline deadline) {
 
 Result<VersionDescriptor> FsTransport::describe(uint64_t version, Deadline deadline) {
   RETURN_IF_ERROR(sticky_.check());
-  const std::string what = "fs transport '" + options_.root + "' version " + std::to_string(version);
+  const std::string what =
+      "fs transport '" + options_.root + "' version " + std::to_string(version);
   RETURN_IF_ERROR(check_deadline(deadline, what));
   ASSIGN_OR_RETURN(auto head, read_journal_head(layout_));
   if (!head || version > head->version()) return not_found(what + " is not published");

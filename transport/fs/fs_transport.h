@@ -33,8 +33,7 @@ class FsTransport final : public Transport {
                Deadline deadline) override;
 
  private:
-  Status publish_unchecked(uint64_t version, std::span<const PartPayload> parts,
-                           Deadline deadline);
+  Status publish_unchecked(uint64_t version, std::span<const PartPayload> parts, Deadline deadline);
 
   FsTransportOptions options_;
   JournalLayout layout_;

@@ -14,10 +14,11 @@
 namespace weightcast {
 namespace {
 
-constexpr uint32_t kJournalFormatVersion = 1;
 constexpr size_t kFrameOverhead = 4 + 4 + 8;
 
-const char* magic_of(JournalFileKind kind) {
+}  // namespace
+
+const char* journal_file_magic(JournalFileKind kind) {
   switch (kind) {
     case JournalFileKind::kHead:
       return "WCHD";
@@ -28,6 +29,8 @@ const char* magic_of(JournalFileKind kind) {
   }
   return "????";
 }
+
+namespace {
 
 uint32_t limit_of(JournalFileKind kind, const JournalFileLimits& limits) {
   switch (kind) {
@@ -89,7 +92,7 @@ std::vector<uint8_t> frame_journal_message(JournalFileKind kind,
   const std::string payload = message.SerializeAsString();
   std::vector<uint8_t> out;
   out.reserve(payload.size() + kFrameOverhead);
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(magic_of(kind)[i]));
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(journal_file_magic(kind)[i]));
   append_le<uint32_t>(&out, static_cast<uint32_t>(payload.size()));
   out.insert(out.end(), payload.begin(), payload.end());
   append_le<uint64_t>(&out, XXH3_64bits(out.data(), out.size()));
@@ -104,8 +107,8 @@ Result<std::span<const uint8_t>> unframe_journal_message(JournalFileKind kind,
     return data_loss(what + ": " + std::to_string(bytes.size()) +
                      " bytes is too short for a journal file (torn write?)");
   }
-  if (std::memcmp(bytes.data(), magic_of(kind), 4) != 0) {
-    return data_loss(what + ": wrong magic (expected '" + magic_of(kind) + "')");
+  if (std::memcmp(bytes.data(), journal_file_magic(kind), 4) != 0) {
+    return data_loss(what + ": wrong magic (expected '" + journal_file_magic(kind) + "')");
   }
   const uint32_t length = load_le<uint32_t>(bytes.data() + 4);
   if (length > limit_of(kind, limits)) {
@@ -113,8 +116,9 @@ Result<std::span<const uint8_t>> unframe_journal_message(JournalFileKind kind,
                      std::to_string(limit_of(kind, limits)));
   }
   if (bytes.size() != kFrameOverhead + length) {
-    return data_loss(what + ": file is " + std::to_string(bytes.size()) + " bytes, the frame says " +
-                     std::to_string(kFrameOverhead + length) + " (truncated or trailing bytes)");
+    return data_loss(what + ": file is " + std::to_string(bytes.size()) +
+                     " bytes, the frame says " + std::to_string(kFrameOverhead + length) +
+                     " (truncated or trailing bytes)");
   }
   const uint64_t stored = load_le<uint64_t>(bytes.data() + 8 + length);
   const uint64_t actual = XXH3_64bits(bytes.data(), 8 + length);
@@ -130,8 +134,9 @@ Status check_manifest(const proto::StepManifest& m, const std::string& what,
   }
   if (m.kind() == proto::STEP_ANCHOR) {
     if (m.anchor_version() != m.version()) {
-      return data_loss(what + ": anchor names anchor_version " + std::to_string(m.anchor_version()) +
-                       " instead of its own version " + std::to_string(m.version()));
+      return data_loss(what + ": anchor names anchor_version " +
+                       std::to_string(m.anchor_version()) + " instead of its own version " +
+                       std::to_string(m.version()));
     }
   } else if (m.kind() == proto::STEP_DELTA) {
     if (m.version() == 0 || m.base_version() != m.version() - 1 ||
@@ -200,8 +205,8 @@ Status check_manifest(const proto::StepManifest& m, const std::string& what,
 
 Result<proto::JournalHead> parse_head(std::span<const uint8_t> bytes, const std::string& what,
                                       const JournalFileLimits& limits) {
-  ASSIGN_OR_RETURN(auto head, parse_framed<proto::JournalHead>(JournalFileKind::kHead, bytes, what,
-                                                               limits));
+  ASSIGN_OR_RETURN(auto head,
+                   parse_framed<proto::JournalHead>(JournalFileKind::kHead, bytes, what, limits));
   if (head.anchor_version() > head.version()) {
     return data_loss(what + ": anchor " + std::to_string(head.anchor_version()) +
                      " is newer than the head version " + std::to_string(head.version()));
@@ -211,8 +216,8 @@ Result<proto::JournalHead> parse_head(std::span<const uint8_t> bytes, const std:
 
 Result<proto::StepManifest> parse_manifest(std::span<const uint8_t> bytes, const std::string& what,
                                            const JournalFileLimits& limits) {
-  ASSIGN_OR_RETURN(auto m, parse_framed<proto::StepManifest>(JournalFileKind::kManifest, bytes,
-                                                             what, limits));
+  ASSIGN_OR_RETURN(
+      auto m, parse_framed<proto::StepManifest>(JournalFileKind::kManifest, bytes, what, limits));
   RETURN_IF_ERROR(check_manifest(m, what, limits));
   return m;
 }

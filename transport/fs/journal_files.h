@@ -21,6 +21,9 @@
 
 namespace weightcast {
 
+// The StepManifest format_version this build writes and reads.
+inline constexpr uint32_t kJournalFormatVersion = 1;
+
 enum class JournalFileKind { kHead, kManifest, kLease };
 
 // What a reader accepts. A manifest lists every tensor of a model (a million tensors fit).
@@ -33,6 +36,9 @@ struct JournalFileLimits {
   size_t max_name_bytes = 4096;
   size_t max_rank = 64;
 };
+
+// The 4-byte magic of a kind ("WCHD", "WCMF", "WCLS").
+const char* journal_file_magic(JournalFileKind kind);
 
 // The frame around a serialized message; `what` names the file in errors.
 std::vector<uint8_t> frame_journal_message(JournalFileKind kind,

@@ -31,9 +31,7 @@ class JournalLayout {
   std::string leases() const { return root_ + "/leases"; }
   std::string step(uint64_t version) const { return root_ + "/" + step_dir_name(version); }
   std::string manifest(uint64_t version) const { return step(version) + "/MANIFEST"; }
-  std::string lease(const std::string& holder) const {
-    return leases() + "/" + holder + ".lease";
-  }
+  std::string lease(const std::string& holder) const { return leases() + "/" + holder + ".lease"; }
 
   static std::string step_dir_name(uint64_t version);
   // The version a step directory name stands for; nullopt for any other name.

@@ -12,8 +12,6 @@
 namespace weightcast {
 namespace {
 
-constexpr uint32_t kJournalFormatVersion = 1;
-
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -73,8 +71,8 @@ Result<std::string> JournalWriter::delta_refusal(uint64_t version,
   for (size_t i = 0; i < current.size(); ++i) {
     if (dtype_size(current[i].dtype) == 8 &&
         (current[i].bytes.size() != previous[i].bytes.size() ||
-         std::memcmp(current[i].bytes.data(), previous[i].bytes.data(),
-                     current[i].bytes.size()) != 0)) {
+         std::memcmp(current[i].bytes.data(), previous[i].bytes.data(), current[i].bytes.size()) !=
+             0)) {
       return "8-byte tensor '" + current[i].name + "' changed";
     }
   }
@@ -92,14 +90,13 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
   const double t0 = now_s();
   if (head_ && version <= head_->version()) {
     return failed_precondition("version " + std::to_string(version) + " is not newer than " +
-                               std::to_string(head_->version()) + " in journal '" +
-                               layout_.root() + "'");
+                               std::to_string(head_->version()) + " in journal '" + layout_.root() +
+                               "'");
   }
   PublishReport report;
   report.version = version;
   ASSIGN_OR_RETURN(report.why_anchor, delta_refusal(version, current, previous));
-  bool delta_possible =
-      report.why_anchor.empty() || report.why_anchor.starts_with("every ");
+  bool delta_possible = report.why_anchor.empty() || report.why_anchor.starts_with("every ");
   if (force_anchor && report.why_anchor.empty()) report.why_anchor = "requested";
   report.anchor = !report.why_anchor.empty();
 
@@ -171,10 +168,7 @@ Status JournalWriter::write_anchor_step(const std::string& staged,
   manifest->set_kind(proto::STEP_ANCHOR);
   manifest->set_anchor_version(manifest->version());
   manifest->set_base_version(0);
-  std::vector<AnchorTensor> tensors;
-  tensors.reserve(current.size());
-  for (const auto& t : current) tensors.push_back({t.name, t.dtype, t.shape, t.bytes});
-  RETURN_IF_ERROR(write_anchor(staged, tensors, options_.anchor, manifest));
+  RETURN_IF_ERROR(write_anchor(staged, current, options_.anchor, manifest));
   for (const auto& p : manifest->parts()) report->stored_bytes += p.bytes();
   report->changed_tensors = current.size();
   return ok_status();

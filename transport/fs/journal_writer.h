@@ -13,6 +13,7 @@
 
 #include "codec/dtype.h"
 #include "codec/status.h"
+#include "codec/tensor_bytes.h"
 #include "transport/fs/anchor_writer.h"
 #include "transport/fs/delta_step.h"
 #include "transport/fs/retention.h"
@@ -31,18 +32,13 @@ struct JournalOptions {
   bool collect_garbage_after_publish = true;
   DeltaPartOptions delta;
   AnchorWriteOptions anchor;
-  ThreadPool* pool = nullptr;  // delta encoding runs on it when given
+  ThreadPool* pool = nullptr;                   // delta encoding runs on it when given
   std::function<void(const std::string&)> log;  // one line per published step
   std::function<void()> before_head;            // tests: between rename and HEAD
 };
 
 // A tensor of the model at one version: contiguous little-endian host bytes.
-struct PublishTensor {
-  std::string name;
-  DType dtype = DType::kBF16;
-  std::vector<int64_t> shape;
-  std::span<const uint8_t> bytes;
-};
+using PublishTensor = TensorBytesView;
 
 struct PublishReport {
   uint64_t version = 0;
@@ -62,9 +58,7 @@ class JournalWriter {
 
   // The newest committed version (nullopt: an empty journal) and its manifest.
   const std::optional<proto::JournalHead>& head() const { return head_; }
-  const proto::StepManifest* head_manifest() const {
-    return head_ ? &head_manifest_ : nullptr;
-  }
+  const proto::StepManifest* head_manifest() const { return head_ ? &head_manifest_ : nullptr; }
 
   // Publishes `current` as `version`, which must be newer than the head. A delta needs
   // `previous`: the tensors of the head version, same names in the same order; their
@@ -75,8 +69,7 @@ class JournalWriter {
   // tensor changed (the delta codec covers 1-, 2- and 4-byte elements). On error nothing is
   // published and the head is unchanged.
   Result<PublishReport> publish(uint64_t version, std::span<const PublishTensor> current,
-                                std::span<const PublishTensor> previous,
-                                bool force_anchor = false);
+                                std::span<const PublishTensor> previous, bool force_anchor = false);
 
  private:
   JournalWriter(JournalOptions options, JournalLock lock);

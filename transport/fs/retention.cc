@@ -91,7 +91,8 @@ Result<GcReport> collect_garbage(const JournalLayout& layout, const RetentionPol
   }
   const size_t keep = std::max<size_t>(1, policy.keep_anchors);
   uint64_t keep_from = head->anchor_version();
-  for (size_t i = 0; i < anchors.size() && i < keep; ++i) keep_from = std::min(keep_from, anchors[i]);
+  for (size_t i = 0; i < anchors.size() && i < keep; ++i)
+    keep_from = std::min(keep_from, anchors[i]);
 
   std::vector<std::string> unreadable;
   ASSIGN_OR_RETURN(auto leases, list_leases(layout, &unreadable));
@@ -114,8 +115,8 @@ Result<GcReport> collect_garbage(const JournalLayout& layout, const RetentionPol
     RETURN_IF_ERROR(make_directories(layout.staging()));
     RETURN_IF_ERROR(remove_tree(hidden));
     if (std::rename(layout.step(v).c_str(), hidden.c_str()) != 0) {
-      return io_error("cannot move '" + layout.step(v) + "' out of the journal: " +
-                      std::strerror(errno));
+      return io_error("cannot move '" + layout.step(v) +
+                      "' out of the journal: " + std::strerror(errno));
     }
     RETURN_IF_ERROR(remove_tree(hidden));
     report.removed.push_back(v);

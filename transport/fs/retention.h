@@ -19,9 +19,9 @@ struct RetentionPolicy {
 };
 
 struct GcReport {
-  std::vector<uint64_t> removed;             // step versions removed
-  std::vector<std::string> expired_leases;   // holders whose leases were removed
-  uint64_t keep_from = 0;                    // every step >= this was kept
+  std::vector<uint64_t> removed;            // step versions removed
+  std::vector<std::string> expired_leases;  // holders whose leases were removed
+  uint64_t keep_from = 0;                   // every step >= this was kept
 };
 
 // Removes the steps nothing needs any more. Steps are hidden by a rename into .staging/

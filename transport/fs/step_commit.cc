@@ -40,8 +40,7 @@ Result<JournalLock> JournalLock::acquire(const JournalLayout& layout) {
   if (::flock(lock.fd_, LOCK_EX | LOCK_NB) != 0) {
     char holder[32] = {};
     const ssize_t n = ::pread(lock.fd_, holder, sizeof holder - 1, 0);
-    return failed_precondition("journal '" + layout.root() +
-                               "' has another writer (pid " +
+    return failed_precondition("journal '" + layout.root() + "' has another writer (pid " +
                                (n > 0 ? std::string(holder, static_cast<size_t>(n)) : "?") +
                                " holds " + layout.lock() + ")");
   }
