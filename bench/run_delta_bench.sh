@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The headline codec figures (docs/PERFORMANCE.md): size per density, and encode/apply speed
-# with 1 and 2 threads, each as a ratio to a memcmp of the same bytes measured in the same run.
+# The headline figures (docs/PERFORMANCE.md): codec size per density, and encode/apply speed
+# with 1 and 2 threads, each as a ratio to a memcmp of the same bytes measured in the same run;
+# then the filesystem journal against a raw sequential write of the same bytes.
 #   bench/run_delta_bench.sh [path/to/weightcast] [elements]
 set -euo pipefail
 cli=${1:-build/src/weightcast}
@@ -27,3 +28,17 @@ if [ -x "$(dirname "$cli")/../bench/codec_microbench" ]; then
   echo "== micro-benchmarks"
   "$(dirname "$cli")/../bench/codec_microbench" --benchmark_min_time=0.2
 fi
+
+echo "== filesystem journal (anchor write vs raw sequential write + fsync; delta publication; catch-up)"
+"$cli" bench journal --dir "${WEIGHTCAST_BENCH_DIR:-/tmp}" --parameters "${JOURNAL_PARAMETERS:-200000000}" \
+  --anchor-bench-bytes $((512 << 20)) --repetitions 2 |
+  python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+a = j["anchor_write"]
+print("anchor write, %d bytes: raw sequential write + fsync %.2f s" % (a["bytes"], a["raw_sequential_write_s"]))
+for r in a["anchor"]:
+    print("  %d threads %.2f s, %.2fx the raw write" % (r["threads"], r["seconds"], r["ratio_vs_raw"]))
+print("delta publication (%d params, 1 %%): median %.3f s = %.2fx the anchor publication (%.2f s), %.1f bits/change" % (
+    j["parameters"], j["delta_publish_s_median"], j["delta_publish_vs_anchor"], j["anchor_publish_s"], j["bits_per_change"]))
+print("catch-up from the anchor over %d deltas: %.2f s" % (j["catch_up_deltas"], j["catch_up_s"]))'

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include "transport/transport.h"
@@ -28,6 +29,9 @@ struct TransportBackend {
   std::string name;
   std::function<TransportPeers()> connect;
 };
+
+// What gtest prints for a parameter (the backend's name, not its bytes).
+inline void PrintTo(const TransportBackend& backend, std::ostream* os) { *os << backend.name; }
 
 class TransportConformance : public ::testing::TestWithParam<TransportBackend> {
  protected:
