@@ -31,7 +31,9 @@ struct TransportBackend {
 };
 
 // What gtest prints for a parameter (the backend's name, not its bytes).
-inline void PrintTo(const TransportBackend& backend, std::ostream* os) { *os << backend.name; }
+inline void PrintTo(const TransportBackend& backend, std::ostream* os) {
+  *os << backend.name;
+}
 
 class TransportConformance : public ::testing::TestWithParam<TransportBackend> {
  protected:
