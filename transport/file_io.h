@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -61,6 +62,11 @@ class AtomicFileWriter {
   uint64_t written_ = 0;
   bool committed_ = false;
 };
+
+// Writes `bytes` to `path` (created or truncated) and fsyncs it (no rename: for files inside a
+// staging directory). `before_write` is a test hook (injected write failures).
+Status write_and_sync_file(const std::string& path, std::span<const uint8_t> bytes,
+                           const std::function<Status(const std::string&, uint64_t)>& before_write);
 
 // Writes a small file atomically (AtomicFileWriter in one call).
 Status write_file_atomically(const std::string& path, std::span<const uint8_t> bytes);

@@ -19,6 +19,7 @@
 #include "codec/delta_manifest.h"
 #include "codec/safetensors_format.h"
 #include "codec/thread_pool.h"
+#include "transport/file_io.h"
 
 namespace weightcast {
 namespace {
@@ -180,13 +181,8 @@ Status write_index_json(const std::string& dir, std::span<const AnchorTensor> te
                              {"weight_map", weight_map}};
   const std::string text = index.dump(2) + "\n";
   const std::string path = (std::filesystem::path(dir) / kAnchorIndexFile).string();
-  OpenFiles file;
-  file.fds.push_back(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (file.fds[0] < 0) return errno_error("cannot create", path, 0);
-  RETURN_IF_ERROR(pwrite_all(file.fds[0], path,
-                             {reinterpret_cast<const uint8_t*>(text.data()), text.size()}, 0));
-  if (::fsync(file.fds[0]) != 0) return errno_error("cannot fsync", path, text.size());
-  return ok_status();
+  return write_and_sync_file(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()},
+                             {});
 }
 
 }  // namespace

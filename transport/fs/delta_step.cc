@@ -1,7 +1,5 @@
 #include "transport/fs/delta_step.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include <cerrno>
@@ -22,33 +20,6 @@ std::string part_file_name(int index) {
 }
 
 }  // namespace
-
-Status write_and_sync_file(
-    const std::string& path, std::span<const uint8_t> bytes,
-    const std::function<Status(const std::string&, uint64_t)>& before_write) {
-  if (before_write) RETURN_IF_ERROR(before_write(path, bytes.size()));
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return io_error("cannot create '" + path + "': " + std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      Status s = io_error("cannot write '" + path + "' at offset " + std::to_string(done) + ": " +
-                          std::strerror(errno));
-      ::close(fd);
-      return s;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    Status s = io_error("cannot fsync '" + path + "': " + std::strerror(errno));
-    ::close(fd);
-    return s;
-  }
-  if (::close(fd) != 0) return io_error("cannot close '" + path + "': " + std::strerror(errno));
-  return ok_status();
-}
 
 DeltaPartWriter::DeltaPartWriter(std::string dir, DeltaPartOptions options,
                                  proto::StepManifest* manifest)

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "codec/status.h"
+#include "transport/file_io.h"  // write_and_sync_file
 #include "weightcast/journal.pb.h"
 
 namespace weightcast {
@@ -58,10 +59,5 @@ class DeltaPartWriter {
 // anything else wrong with it.
 Result<std::vector<uint8_t>> read_delta_part(const std::string& step_dir,
                                              const proto::StepManifest& manifest, size_t index);
-
-// Writes `bytes` to a new file `path` and fsyncs it (no rename: for files inside a staging
-// directory). `before_write` is the test hook of the options above.
-Status write_and_sync_file(const std::string& path, std::span<const uint8_t> bytes,
-                           const std::function<Status(const std::string&, uint64_t)>& before_write);
 
 }  // namespace weightcast
