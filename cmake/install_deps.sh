@@ -18,6 +18,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv python3-torch # interop tests: torch.load(weights_only=True) reads our files
   zlib1g-dev                        # CRC32 of zip entries (torch.save artifacts)
+  libzmq3-dev cppzmq-dev libsodium-dev  # control plane (ZeroMQ with CURVE)
+  libyaml-cpp-dev libspdlog-dev     # group config, weightcastd logs
 )
 
 if [[ "${1:-}" == "--print" ]]; then

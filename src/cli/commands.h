@@ -13,6 +13,8 @@ void register_delta_commands(CLI::App& app, int& exit_code);
 void register_bench_commands(CLI::App& app, int& exit_code);
 void register_adapter_commands(CLI::App& app, int& exit_code);
 void register_journal_commands(CLI::App& app, int& exit_code);
+void register_keys_command(CLI::App& app, int& exit_code);
+void register_group_commands(CLI::App& app, int& exit_code);
 
 // Prints "weightcast: error: <status>" to stderr and returns 1 (0 when ok).
 int report(const Status& status);

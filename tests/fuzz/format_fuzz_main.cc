@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "tests/fuzz/control_message_fuzz_seeds.h"
 #include "tests/fuzz/delta_fuzz_seeds.h"
+#include "tests/fuzz/group_config_fuzz_seeds.h"
 #include "tests/fuzz/journal_files_fuzz_seeds.h"
 #include "tests/fuzz/part_compression_fuzz_seeds.h"
 #include "tests/fuzz/safetensors_fuzz_seeds.h"

@@ -1,0 +1,47 @@
+// The demo's rank group on one machine: a work directory with CURVE keys for every rank and
+// a group config (coordinator, one publisher of a synthetic MoE model, subscribers).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "codec/status.h"
+
+namespace weightcast::demo {
+
+struct DemoArgs {
+  std::string work_dir;
+  uint64_t parameters = uint64_t{1} << 28;
+  double density = 0.01;
+  uint64_t versions = 20;
+  uint64_t anchor_every = 5;
+  uint32_t subscribers = 2;  // started with the group
+  bool late_joiner = true;   // one more subscriber started at join_at
+  uint64_t join_at = 12;
+  bool kill_restart = true;  // SIGKILL one subscriber at kill_at, then restart it
+  uint64_t kill_at = 7;
+  uint32_t threads = 0;
+  uint16_t port = 0;     // 0: a free loopback port
+  std::string bin_dir;   // weightcastd and weightcast
+  std::string launcher;  // deploy/local/weightcast-local
+  std::string json_out;  // per-version figures, for bench/
+  bool baseline = true;  // time a full safetensors write + read of the model
+};
+
+struct DemoGroup {
+  std::string config_path;
+  std::string journal_root;
+  std::string state_dir;  // the launcher's
+  uint32_t coordinator = 0;
+  uint32_t publisher = 1;
+  uint32_t first_subscriber = 2;  // subscribers are first_subscriber, +1, ...; the late one last
+  uint32_t subscriber_ranks = 0;  // including the late joiner
+};
+
+// Creates (emptying a previous demo's journal) the work directory, keys and group.yaml.
+Result<DemoGroup> prepare_demo_group(const DemoArgs& args);
+
+// A free TCP port on 127.0.0.1.
+Result<uint16_t> free_loopback_port();
+
+}  // namespace weightcast::demo

@@ -1,0 +1,87 @@
+// `weightcast group status`: asks a running rank group's coordinator for its head, committed
+// and anchor versions and every member's state.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "src/cli/commands.h"
+#include "src/control/group_config.h"
+#include "src/control/group_status.h"
+
+namespace weightcast::cli {
+namespace {
+
+struct GroupStatusOptions {
+  std::string config;
+  std::string key_file;
+  bool json = false;
+  uint32_t timeout_ms = 3000;
+};
+
+void register_ranks(CLI::App* group, int& exit_code) {
+  auto config_path = std::make_shared<std::string>();
+  auto ids = std::make_shared<bool>(false);
+  auto* ranks = group->add_subcommand(
+      "ranks", "List the ranks of a group config (rank, role, host), after validating it");
+  ranks->add_option("--config", *config_path, "Group config (YAML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  ranks->add_flag("--ids", *ids, "Print only the rank numbers, space separated");
+  ranks->callback([config_path, ids, &exit_code] {
+    auto config = load_group_config(*config_path);
+    if (!config.ok()) {
+      exit_code = report(config.status());
+      return;
+    }
+    std::string line;
+    for (const auto& r : config->ranks()) {
+      if (*ids) {
+        line += (line.empty() ? "" : " ") + std::to_string(r.rank());
+      } else {
+        std::cout << r.rank() << " " << role_name(r.role()) << " "
+                  << (r.host().empty() ? "-" : r.host()) << "\n";
+      }
+    }
+    if (*ids) std::cout << line << "\n";
+  });
+}
+
+}  // namespace
+
+void register_group_commands(CLI::App& app, int& exit_code) {
+  auto* group = app.add_subcommand("group", "Inspect a rank group and its config");
+  group->require_subcommand(1);
+  register_ranks(group, exit_code);
+  auto o = std::make_shared<GroupStatusOptions>();
+  auto* status = group->add_subcommand(
+      "status",
+      "Ask the coordinator for the head, committed and anchor versions and every member (rank, "
+      "role, state, version held, transport, lag, last heartbeat)");
+  status->add_option("--config", o->config, "Group config (YAML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  status->add_option("--key-file", o->key_file,
+                     "CURVE key pair to connect with (default: curve.observer_key_file)");
+  status->add_flag("--json", o->json, "Print JSON");
+  status->add_option("--timeout-ms", o->timeout_ms, "How long to wait for the coordinator")
+      ->capture_default_str();
+  status->callback([o, &exit_code] {
+    auto config = load_group_config(o->config);
+    if (!config.ok()) {
+      exit_code = report(config.status());
+      return;
+    }
+    auto reply = query_group_status(*config, o->key_file, std::chrono::milliseconds(o->timeout_ms));
+    if (!reply.ok()) {
+      exit_code = report(reply.status());
+      return;
+    }
+    if (o->json) {
+      std::cout << status_to_json(*reply).dump(2) << "\n";
+    } else {
+      std::cout << format_status(*reply);
+    }
+  });
+}
+
+}  // namespace weightcast::cli

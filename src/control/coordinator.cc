@@ -1,0 +1,128 @@
+#include "src/control/coordinator.h"
+
+#include <filesystem>
+#include <utility>
+
+#include "src/control/group_security.h"
+#include "transport/fs/journal_files.h"
+#include "transport/fs/journal_layout.h"
+
+namespace weightcast {
+
+Coordinator::Coordinator(proto::GroupConfig config, CoordinatorOptions options,
+                         std::unique_ptr<ControlServer> server)
+    : config_(std::move(config)),
+      options_(std::move(options)),
+      server_(std::move(server)),
+      state_(CoordinatorSettings::from_config(config_)) {}
+
+Result<std::unique_ptr<Coordinator>> Coordinator::start(const proto::GroupConfig& config,
+                                                        CoordinatorOptions options) {
+  ASSIGN_OR_RETURN(CurveServerOptions curve, coordinator_curve(config));
+  const std::string bind =
+      config.coordinator_bind().empty() ? config.coordinator_endpoint() : config.coordinator_bind();
+  ASSIGN_OR_RETURN(std::unique_ptr<ControlServer> server,
+                   ControlServer::bind(bind, curve, MessageLimits{}, options.log));
+  std::unique_ptr<Coordinator> c(new Coordinator(config, std::move(options), std::move(server)));
+  RETURN_IF_ERROR(c->poll_journal());
+  c->log_events();
+  return c;
+}
+
+Status Coordinator::poll_journal() {
+  last_poll_ = CoordinatorClock::now();
+  const JournalLayout layout(config_.journal_root());
+  std::error_code ec;
+  if (!std::filesystem::exists(layout.head(), ec)) return ok_status();
+  auto head = read_head_file(layout.head());
+  if (!head.ok()) {
+    // A torn HEAD cannot happen (atomic replace); a corrupt one is reported and retried.
+    if (options_.log)
+      options_.log("coordinator: cannot read " + layout.head() + ": " + head.status().message());
+    return ok_status();
+  }
+  state_.note_anchor(head->anchor_version());
+  if (state_.head() && *state_.head() >= head->version()) return ok_status();
+  auto manifest = read_manifest_file(layout.manifest(head->version()));
+  if (!manifest.ok()) {
+    if (options_.log) options_.log("coordinator: " + manifest.status().message());
+    return ok_status();
+  }
+  std::vector<proto::TensorChecksum> checksums;
+  for (const auto& t : manifest->tensors()) {
+    proto::TensorChecksum c;
+    c.set_name(t.name());
+    c.set_checksum(t.checksum());
+    checksums.push_back(std::move(c));
+  }
+  const auto now = CoordinatorClock::now();
+  if (!state_.head()) {
+    // Start (or restart): the head is published; who holds it comes with the Hellos.
+    state_.restore_head(head->version(), head->anchor_version(), std::move(checksums), now);
+    if (options_.log) {
+      options_.log("coordinator: journal " + config_.journal_root() + " at version " +
+                   std::to_string(head->version()) + " (anchor " +
+                   std::to_string(head->anchor_version()) + ")");
+    }
+    return ok_status();
+  }
+  // Published but not offered: normally the publisher's offer is on its way; after a grace
+  // period (its publisher died between HEAD and the offer) offer it from the manifest.
+  if (unoffered_head_ != head->version()) {
+    unoffered_head_ = head->version();
+    unoffered_since_ = now;
+    return ok_status();
+  }
+  if (now - unoffered_since_ < options_.offer_grace) return ok_status();
+  if (options_.log) {
+    options_.log("coordinator: version " + std::to_string(head->version()) +
+                 " is in the journal but was never offered; offering it from its manifest");
+  }
+  proto::Offer offer;
+  offer.set_version(head->version());
+  offer.set_anchor(manifest->kind() == proto::STEP_ANCHOR);
+  for (auto& c : checksums) *offer.add_checksums() = std::move(c);
+  offer.set_transport("fs");
+  return send_all(state_.on_offer(offer, now));
+}
+
+Status Coordinator::send_all(std::vector<OutgoingMessage> out) {
+  for (auto& o : out) RETURN_IF_ERROR(server_->send(o.peer, o.message));
+  log_events();
+  return ok_status();
+}
+
+void Coordinator::log_events() {
+  for (const auto& e : state_.take_events()) {
+    if (!options_.log || e.kind == CoordinatorEvent::Kind::kAcked) continue;
+    std::string line = "coordinator: " + std::string(event_kind_name(e.kind));
+    if (e.rank) line += " rank " + std::to_string(e.rank);
+    if (e.version || e.kind == CoordinatorEvent::Kind::kCommitted) {
+      line += " v" + std::to_string(e.version);
+    }
+    if (!e.detail.empty()) line += ": " + e.detail;
+    options_.log(line);
+  }
+}
+
+Status Coordinator::step(std::chrono::milliseconds wait) {
+  ASSIGN_OR_RETURN(auto incoming, server_->receive(wait));
+  if (incoming) {
+    RETURN_IF_ERROR(
+        send_all(state_.on_message(incoming->peer, incoming->message, CoordinatorClock::now())));
+  }
+  const auto now = CoordinatorClock::now();
+  if (now - last_tick_ >= options_.tick) {
+    last_tick_ = now;
+    RETURN_IF_ERROR(send_all(state_.on_tick(now)));
+  }
+  if (now - last_poll_ >= options_.journal_poll) RETURN_IF_ERROR(poll_journal());
+  return ok_status();
+}
+
+Status Coordinator::run(const std::atomic<bool>& stop) {
+  while (!stop.load()) RETURN_IF_ERROR(step(options_.tick));
+  return ok_status();
+}
+
+}  // namespace weightcast

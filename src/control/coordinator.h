@@ -1,0 +1,60 @@
+// The coordinator process's loop: a ControlServer bound at the group's coordinator endpoint,
+// the CoordinatorState fed with its messages and a clock tick, and the journal's HEAD polled
+// so that a restarted coordinator starts from the head and a version committed to the
+// journal but never offered (its publisher died in between) is still offered.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "codec/status.h"
+#include "src/control/coordinator_state.h"
+#include "src/control/zmq_channel.h"
+#include "weightcast/group_config.pb.h"
+
+namespace weightcast {
+
+struct CoordinatorOptions {
+  std::chrono::milliseconds tick{50};
+  std::chrono::milliseconds journal_poll{200};
+  std::chrono::milliseconds offer_grace{2000};  // HEAD ahead of every offer for this long
+  ControlLog log;                               // one line per event
+};
+
+class Coordinator {
+ public:
+  // Binds (the config's coordinator.bind, else its endpoint) and reads the journal HEAD.
+  // Errors name the endpoint or the journal file at fault.
+  static Result<std::unique_ptr<Coordinator>> start(const proto::GroupConfig& config,
+                                                    CoordinatorOptions options = {});
+
+  const std::string& endpoint() const { return server_->endpoint(); }
+
+  // Serves until `stop` becomes true (checked every tick).
+  Status run(const std::atomic<bool>& stop);
+
+  // One step of run(): waits up to `wait` for a message, then ticks.
+  Status step(std::chrono::milliseconds wait);
+
+  const CoordinatorState& state() const { return state_; }
+
+ private:
+  Coordinator(proto::GroupConfig config, CoordinatorOptions options,
+              std::unique_ptr<ControlServer> server);
+  Status poll_journal();
+  Status send_all(std::vector<OutgoingMessage> out);
+  void log_events();
+
+  proto::GroupConfig config_;
+  CoordinatorOptions options_;
+  std::unique_ptr<ControlServer> server_;
+  CoordinatorState state_;
+  CoordinatorClock::time_point last_tick_{};
+  CoordinatorClock::time_point last_poll_{};
+  uint64_t unoffered_head_ = 0;
+  CoordinatorClock::time_point unoffered_since_{};
+};
+
+}  // namespace weightcast

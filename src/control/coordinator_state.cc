@@ -1,0 +1,489 @@
+#include "src/control/coordinator_state.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace weightcast {
+namespace {
+
+std::string role_text(proto::Role role) {
+  switch (role) {
+    case proto::ROLE_COORDINATOR:
+      return "coordinator";
+    case proto::ROLE_PUBLISHER:
+      return "publisher";
+    case proto::ROLE_SUBSCRIBER:
+      return "subscriber";
+    case proto::ROLE_OBSERVER:
+      return "observer";
+    default:
+      return "unspecified";
+  }
+}
+
+uint64_t micros(CoordinatorClock::duration d) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
+}
+
+// The results of `rank` still "pending" become "catch_up": it reaches them through the journal.
+template <typename Versions>
+void pending_to_catch_up(Versions& versions, uint32_t rank) {
+  for (auto& [v, record] : versions) {
+    auto r = record.results.find(rank);
+    if (r != record.results.end() && r->second.result() == "pending") {
+      r->second.set_result("catch_up");
+    }
+  }
+}
+
+}  // namespace
+
+std::string_view event_kind_name(CoordinatorEvent::Kind kind) {
+  using K = CoordinatorEvent::Kind;
+  switch (kind) {
+    case K::kJoined:
+      return "joined";
+    case K::kRefused:
+      return "refused";
+    case K::kOffered:
+      return "offered";
+    case K::kAcked:
+      return "acked";
+    case K::kCommitted:
+      return "committed";
+    case K::kMovedToCatchUp:
+      return "catch-up";
+    case K::kLive:
+      return "live";
+    case K::kDropped:
+      return "dropped";
+    case K::kLeft:
+      return "left";
+    case K::kIgnored:
+      return "ignored";
+  }
+  return "?";
+}
+
+CoordinatorSettings CoordinatorSettings::from_config(const proto::GroupConfig& config) {
+  CoordinatorSettings s;
+  s.group_id = config.group_id();
+  s.transports.assign(config.transports().begin(), config.transports().end());
+  if (s.transports.empty()) s.transports.push_back("fs");
+  s.journal_root = config.journal_root();
+  s.max_in_flight = std::max<uint32_t>(1, config.max_in_flight());
+  s.dead_after = std::chrono::milliseconds(config.timeouts().dead_after_ms());
+  s.ack_timeout = std::chrono::milliseconds(config.timeouts().ack_timeout_ms());
+  for (const auto& r : config.ranks()) s.roles[r.rank()] = r.role();
+  return s;
+}
+
+CoordinatorState::CoordinatorState(CoordinatorSettings settings) : settings_(std::move(settings)) {}
+
+void CoordinatorState::restore_head(uint64_t head, std::optional<uint64_t> anchor,
+                                    std::vector<proto::TensorChecksum> checksums, TimePoint now) {
+  if (head_ && *head_ >= head) return;
+  head_ = head;
+  if (anchor) anchor_ = anchor;
+  VersionRecord& record = versions_[head];
+  record.offer.set_version(head);
+  for (auto& c : checksums) *record.offer.add_checksums() = std::move(c);
+  record.offered_at = now;
+  trim_versions();
+}
+
+proto::Envelope CoordinatorState::envelope(uint32_t protocol) const {
+  proto::Envelope e;
+  e.set_protocol(protocol == 0 ? settings_.protocol_max : protocol);
+  e.set_from_coordinator(true);
+  return e;
+}
+
+OutgoingMessage CoordinatorState::refuse(const std::string& peer, uint32_t protocol,
+                                         const std::string& reason, bool fatal, uint32_t rank) {
+  proto::Envelope e = envelope(protocol);
+  e.mutable_refuse()->set_reason(reason);
+  e.mutable_refuse()->set_fatal(fatal);
+  event(CoordinatorEvent::Kind::kRefused, rank, 0, reason);
+  return {peer, std::move(e)};
+}
+
+void CoordinatorState::event(CoordinatorEvent::Kind kind, uint32_t rank, uint64_t version,
+                             std::string detail) {
+  events_.push_back({kind, rank, version, std::move(detail)});
+}
+
+std::vector<CoordinatorEvent> CoordinatorState::take_events() {
+  return std::exchange(events_, {});
+}
+
+CoordinatorState::Member* CoordinatorState::member_by_peer(const std::string& peer) {
+  for (auto& [rank, m] : members_) {
+    if (m.peer == peer && m.state != MemberState::kDead) return &m;
+  }
+  return nullptr;
+}
+
+std::vector<OutgoingMessage> CoordinatorState::on_message(const std::string& peer,
+                                                          const proto::Envelope& m, TimePoint now) {
+  if (m.has_hello()) return on_hello(peer, m, now);
+  if (m.has_status_request()) {
+    proto::Envelope e = envelope(m.protocol());
+    *e.mutable_status_reply() = status(now);
+    return {{peer, std::move(e)}};
+  }
+  Member* member = member_by_peer(peer);
+  if (member == nullptr) {
+    return {refuse(peer, m.protocol(),
+                   "rank " + std::to_string(m.rank()) +
+                       " is not known to the coordinator (it may have restarted): send Hello",
+                   false, m.rank())};
+  }
+  member->last_heard = now;
+  if (m.has_heartbeat()) {
+    if (m.heartbeat().holds_version()) member->held = m.heartbeat().held_version();
+    return {};
+  }
+  if (m.has_leave()) {
+    member->state = MemberState::kDead;
+    member->left = true;
+    event(CoordinatorEvent::Kind::kLeft, member->rank, 0, m.leave().reason());
+    return try_commit(now);
+  }
+  if (m.has_offer() && member->role == proto::ROLE_PUBLISHER) return on_offer(m.offer(), now);
+  if (m.has_ack() && member->role == proto::ROLE_SUBSCRIBER) return on_ack(*member, m.ack(), now);
+  if (m.has_nack() && member->role == proto::ROLE_SUBSCRIBER) {
+    return on_nack(*member, m.nack(), now);
+  }
+  event(CoordinatorEvent::Kind::kIgnored, member->rank, 0,
+        "a " + role_text(member->role) + " may not send this message");
+  return {};
+}
+
+std::vector<OutgoingMessage> CoordinatorState::on_hello(const std::string& peer,
+                                                        const proto::Envelope& m, TimePoint now) {
+  const proto::Hello& hello = m.hello();
+  const uint32_t rank = hello.rank();
+  const std::string who = role_text(hello.role()) + " rank " + std::to_string(rank);
+  const uint32_t low = std::max(hello.protocol_min(), settings_.protocol_min);
+  const uint32_t high = std::min(hello.protocol_max(), settings_.protocol_max);
+  if (low > high || hello.protocol_min() > hello.protocol_max()) {
+    return {refuse(peer, settings_.protocol_max,
+                   who + " speaks control protocol " + std::to_string(hello.protocol_min()) + ".." +
+                       std::to_string(hello.protocol_max()) + ", this coordinator speaks " +
+                       std::to_string(settings_.protocol_min) + ".." +
+                       std::to_string(settings_.protocol_max) + ": no version in common",
+                   true, rank)};
+  }
+  const uint32_t protocol = high;
+  if (hello.role() == proto::ROLE_OBSERVER) {
+    proto::Envelope e = envelope(protocol);
+    e.mutable_welcome()->set_protocol(protocol);
+    return {{peer, std::move(e)}};
+  }
+  auto role = settings_.roles.find(rank);
+  if (role == settings_.roles.end()) {
+    return {
+        refuse(peer, protocol, who + " is not in group '" + settings_.group_id + "'", true, rank)};
+  }
+  if (role->second != hello.role()) {
+    return {refuse(peer, protocol,
+                   who + " is configured as a " + role_text(role->second) + " in group '" +
+                       settings_.group_id + "'",
+                   true, rank)};
+  }
+  std::string transport;
+  for (const auto& t : settings_.transports) {
+    if (std::find(hello.transports().begin(), hello.transports().end(), t) !=
+        hello.transports().end()) {
+      transport = t;
+      break;
+    }
+  }
+  if (transport.empty()) {
+    std::string configured;
+    for (const auto& t : settings_.transports) configured += (configured.empty() ? "" : ",") + t;
+    return {refuse(peer, protocol,
+                   who + " can use none of the group's transports (" + configured + ")", true,
+                   rank)};
+  }
+
+  Member& member = members_[rank];
+  // A rank saying Hello again restarted: what it owed as a live member it now catches up on.
+  pending_to_catch_up(versions_, rank);
+  member.left = false;
+  member.rank = rank;
+  member.role = hello.role();
+  member.peer = peer;
+  member.protocol = protocol;
+  member.transport = transport;
+  member.last_heard = now;
+  member.host = hello.host();
+  member.pid = hello.pid();
+  member.held.reset();
+  if (hello.holds_version()) member.held = hello.held_version();
+  member.acked.reset();
+
+  proto::Envelope e = envelope(protocol);
+  proto::Welcome& w = *e.mutable_welcome();
+  w.set_protocol(protocol);
+  w.set_has_head(head_.has_value());
+  w.set_head_version(head_.value_or(0));
+  w.set_has_committed(committed_.has_value());
+  w.set_committed_version(committed_.value_or(0));
+  w.set_has_anchor(anchor_.has_value());
+  w.set_anchor_version(anchor_.value_or(0));
+  w.set_transport(transport);
+  w.set_journal_root(settings_.journal_root);
+
+  std::vector<OutgoingMessage> out;
+  if (hello.role() == proto::ROLE_SUBSCRIBER) {
+    // Holding the head means holding a verified copy of it (a subscriber only reports a
+    // version whose checksums matched), so it counts as that version's ack.
+    const bool at_head = !head_ || (member.held && *member.held == *head_);
+    member.state = at_head ? MemberState::kLive : MemberState::kCatchUp;
+    if (at_head && head_) member.acked = *head_;
+    w.set_plan(at_head ? "live" : "catch_up");
+    event(CoordinatorEvent::Kind::kJoined, rank, member.held.value_or(0),
+          who + " joined " + (at_head ? "live" : "to catch up") + " over " + transport);
+    out.push_back({peer, std::move(e)});
+    auto commits = try_commit(now);
+    out.insert(out.end(), commits.begin(), commits.end());
+    return out;
+  }
+  member.state = MemberState::kLive;
+  w.set_plan("live");
+  event(CoordinatorEvent::Kind::kJoined, rank, member.held.value_or(0), who + " joined");
+  out.push_back({peer, std::move(e)});
+  return out;
+}
+
+std::vector<OutgoingMessage> CoordinatorState::on_offer(const proto::Offer& offer, TimePoint now) {
+  const uint64_t v = offer.version();
+  if (head_ && v <= *head_ && versions_.count(v) && !versions_[v].offer.checksums().empty()) {
+    event(CoordinatorEvent::Kind::kIgnored, 0, v, "offer of an already known version");
+    return {};
+  }
+  VersionRecord& record = versions_[v];
+  record.offer = offer;
+  record.offered_at = now;
+  if (!head_ || v > *head_) head_ = v;
+  if (offer.anchor()) anchor_ = v;
+  event(CoordinatorEvent::Kind::kOffered, 0, v,
+        std::to_string(offer.checksums_size()) + " tensors, " +
+            std::to_string(offer.stored_bytes()) + " bytes");
+  std::vector<OutgoingMessage> out;
+  for (auto& [rank, m] : members_) {
+    if (m.role != proto::ROLE_SUBSCRIBER || m.state == MemberState::kDead) continue;
+    set_result(v, rank, m.state == MemberState::kLive ? "pending" : "catch_up");
+    proto::Envelope e = envelope(m.protocol);
+    *e.mutable_offer() = offer;
+    e.mutable_offer()->set_transport(m.transport);
+    out.push_back({m.peer, std::move(e)});
+  }
+  auto commits = try_commit(now);
+  out.insert(out.end(), commits.begin(), commits.end());
+  trim_versions();
+  return out;
+}
+
+std::string CoordinatorState::check_checksums(const proto::Offer& offer,
+                                              const proto::Ack& ack) const {
+  if (offer.checksums().empty()) return "";  // a version the coordinator has no manifest of
+  if (ack.checksums_size() != offer.checksums_size()) {
+    return "acked " + std::to_string(ack.checksums_size()) + " checksums, the version has " +
+           std::to_string(offer.checksums_size());
+  }
+  // By name: a subscriber may have registered its tensors in another order.
+  std::map<std::string, uint64_t> acked;
+  for (const auto& c : ack.checksums()) acked[c.name()] = c.checksum();
+  for (const auto& want : offer.checksums()) {
+    auto it = acked.find(want.name());
+    if (it == acked.end()) return "tensor '" + want.name() + "' missing from the ack";
+    if (it->second != want.checksum()) {
+      return "checksum of tensor '" + want.name() + "' does not match";
+    }
+  }
+  return "";
+}
+
+std::vector<OutgoingMessage> CoordinatorState::on_ack(Member& member, const proto::Ack& ack,
+                                                      TimePoint now) {
+  const uint64_t v = ack.version();
+  auto it = versions_.find(v);
+  std::string mismatch;
+  if (it != versions_.end()) mismatch = check_checksums(it->second.offer, ack);
+  if (!mismatch.empty()) {
+    set_result(v, member.rank, "mismatch");
+    auto out = move_to_catch_up(member, "version " + std::to_string(v) + ": " + mismatch, true);
+    auto commits = try_commit(now);  // the others may all have acked already
+    out.insert(out.end(), commits.begin(), commits.end());
+    return out;
+  }
+  member.held = v;
+  if (!member.acked || v > *member.acked) member.acked = v;
+  set_result(v, member.rank, "ok", ack.apply_us(), ack.bytes_read());
+  event(CoordinatorEvent::Kind::kAcked, member.rank, v, "");
+  if (member.state == MemberState::kCatchUp && head_ && v >= *head_) {
+    member.state = MemberState::kLive;
+    event(CoordinatorEvent::Kind::kLive, member.rank, v, "caught up, live again");
+  }
+  return try_commit(now);
+}
+
+std::vector<OutgoingMessage> CoordinatorState::on_nack(Member& member, const proto::Nack& nack,
+                                                       TimePoint now) {
+  set_result(nack.version(), member.rank, "nack");
+  auto out = move_to_catch_up(
+      member, "nacked version " + std::to_string(nack.version()) + ": " + nack.reason(), true);
+  auto commits = try_commit(now);
+  out.insert(out.end(), commits.begin(), commits.end());
+  return out;
+}
+
+std::vector<OutgoingMessage> CoordinatorState::move_to_catch_up(Member& member,
+                                                                const std::string& reason,
+                                                                bool from_anchor) {
+  member.state = MemberState::kCatchUp;
+  pending_to_catch_up(versions_, member.rank);
+  event(CoordinatorEvent::Kind::kMovedToCatchUp, member.rank, head_.value_or(0), reason);
+  proto::Envelope e = envelope(member.protocol);
+  proto::Recover& r = *e.mutable_recover();
+  r.set_target_version(head_.value_or(0));
+  r.set_reason(reason);
+  r.set_from_anchor(from_anchor);
+  return {{member.peer, std::move(e)}};
+}
+
+std::vector<OutgoingMessage> CoordinatorState::try_commit(TimePoint now) {
+  std::vector<OutgoingMessage> out;
+  // The newest version every live subscriber has acked (or passed).
+  std::optional<uint64_t> reachable = head_;
+  for (const auto& [rank, m] : members_) {
+    if (m.role != proto::ROLE_SUBSCRIBER || m.state != MemberState::kLive) continue;
+    if (!m.acked) return out;
+    if (!reachable || *m.acked < *reachable) reachable = m.acked;
+  }
+  if (!reachable || (committed_ && *reachable <= *committed_)) return out;
+  for (auto& [v, record] : versions_) {
+    if (v > *reachable || record.committed) continue;
+    record.committed = true;
+    record.publish_to_commit_us = record.offer.publish_us() + micros(now - record.offered_at);
+  }
+  committed_ = *reachable;
+  auto it = versions_.find(*reachable);
+  const uint64_t latency = it == versions_.end() ? 0 : it->second.publish_to_commit_us;
+  event(CoordinatorEvent::Kind::kCommitted, 0, *reachable, "");
+  for (const auto& [rank, m] : members_) {
+    if (m.state == MemberState::kDead) continue;
+    proto::Envelope e = envelope(m.protocol);
+    e.mutable_commit()->set_version(*reachable);
+    e.mutable_commit()->set_publish_to_commit_us(latency);
+    out.push_back({m.peer, std::move(e)});
+  }
+  return out;
+}
+
+std::vector<OutgoingMessage> CoordinatorState::on_tick(TimePoint now) {
+  std::vector<OutgoingMessage> out;
+  bool membership_changed = false;
+  for (auto& [rank, m] : members_) {
+    if (m.state == MemberState::kDead) continue;
+    if (now - m.last_heard > settings_.dead_after) {
+      m.state = MemberState::kDead;
+      membership_changed = true;
+      for (auto& [v, record] : versions_) {
+        auto r = record.results.find(rank);
+        if (r != record.results.end() && r->second.result() == "pending") {
+          r->second.set_result("dropped");
+        }
+      }
+      event(CoordinatorEvent::Kind::kDropped, rank, m.held.value_or(0),
+            "silent for more than " + std::to_string(settings_.dead_after.count()) + " ms");
+      continue;
+    }
+    if (m.role != proto::ROLE_SUBSCRIBER || m.state != MemberState::kLive) continue;
+    // The oldest version this live subscriber owes an ack for.
+    for (const auto& [v, record] : versions_) {
+      if (m.acked && v <= *m.acked) continue;
+      if (record.committed || now - record.offered_at <= settings_.ack_timeout) break;
+      set_result(v, rank, "catch_up");
+      auto moved = move_to_catch_up(m,
+                                    "no ack of version " + std::to_string(v) + " within " +
+                                        std::to_string(settings_.ack_timeout.count()) + " ms",
+                                    false);
+      out.insert(out.end(), moved.begin(), moved.end());
+      membership_changed = true;
+      break;
+    }
+  }
+  if (membership_changed) {
+    auto commits = try_commit(now);
+    out.insert(out.end(), commits.begin(), commits.end());
+  }
+  return out;
+}
+
+void CoordinatorState::set_result(uint64_t version, uint32_t rank, const std::string& result,
+                                  uint64_t apply_us, uint64_t bytes_read) {
+  auto it = versions_.find(version);
+  if (it == versions_.end()) return;
+  proto::SubscriberResult& r = it->second.results[rank];
+  r.set_rank(rank);
+  r.set_result(result);
+  if (apply_us) r.set_apply_us(apply_us);
+  if (bytes_read) r.set_bytes_read(bytes_read);
+}
+
+void CoordinatorState::trim_versions() {
+  while (versions_.size() > settings_.versions_kept) {
+    auto first = versions_.begin();
+    // An uncommitted version is kept: its acks are still to be checked against its checksums.
+    if (!first->second.committed && (!committed_ || first->first > *committed_)) break;
+    versions_.erase(first);
+  }
+}
+
+proto::StatusReply CoordinatorState::status(TimePoint now) const {
+  proto::StatusReply s;
+  s.set_group_id(settings_.group_id);
+  s.set_protocol(settings_.protocol_max);
+  s.set_has_head(head_.has_value());
+  s.set_head_version(head_.value_or(0));
+  s.set_has_committed(committed_.has_value());
+  s.set_committed_version(committed_.value_or(0));
+  s.set_has_anchor(anchor_.has_value());
+  s.set_anchor_version(anchor_.value_or(0));
+  uint32_t in_flight = 0;
+  for (const auto& [v, record] : versions_) in_flight += record.committed ? 0 : 1;
+  s.set_versions_in_flight(in_flight);
+  for (const auto& [rank, m] : members_) {
+    proto::MemberStatus& ms = *s.add_members();
+    ms.set_rank(rank);
+    ms.set_role(m.role);
+    ms.set_state(m.state == MemberState::kLive      ? "live"
+                 : m.state == MemberState::kCatchUp ? "catch_up"
+                 : m.left                           ? "left"
+                                                    : "dead");
+    ms.set_holds_version(m.held.has_value());
+    ms.set_held_version(m.held.value_or(0));
+    ms.set_transport(m.transport);
+    if (head_ && m.held && *m.held <= *head_) ms.set_lag(*head_ - *m.held);
+    ms.set_last_heartbeat_ms_ago(
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - m.last_heard).count());
+    ms.set_host(m.host);
+    ms.set_pid(m.pid);
+  }
+  for (const auto& [v, record] : versions_) {
+    proto::VersionStatus& vs = *s.add_versions();
+    vs.set_version(v);
+    vs.set_anchor(record.offer.anchor());
+    vs.set_stored_bytes(record.offer.stored_bytes());
+    vs.set_committed(record.committed);
+    vs.set_publish_to_commit_us(record.publish_to_commit_us);
+    for (const auto& [rank, r] : record.results) *vs.add_results() = r;
+  }
+  return s;
+}
+
+}  // namespace weightcast

@@ -1,0 +1,160 @@
+// The coordinator's version state machine (DESIGN §6), without sockets or files: messages
+// and clock ticks go in, messages to send come out, so every rule is testable with a fake
+// clock (tests/control/coordinator_state_test.cc) and the loop around it (coordinator.h)
+// only moves frames and reads the journal's HEAD.
+//
+// Rules:
+//  * Hello: the highest protocol both speak (none in common: refused, naming both ranges);
+//    the rank must be in the config with that role; the first transport of the config's
+//    preference order the rank can use is chosen. A subscriber holding the head is live,
+//    any other is sent to catch up from the journal.
+//  * Offer (from a publisher, or found in the journal): recorded with its checksums and sent
+//    to every subscriber that is not dead.
+//  * A version is committed when every live subscriber acked it, or a later version, with
+//    checksums equal to the offer's. Commits are a watermark: committing v commits all
+//    versions before it. With no live subscriber a version commits when offered.
+//  * A live subscriber that nacks, acks wrong checksums, or leaves an offer unacked past
+//    the ack timeout is moved to catch-up and told to Recover; it is live again once it
+//    acks the head with matching checksums.
+//  * A rank silent for dead_after is dropped (its journal lease then expires by itself).
+//  * A message from a rank the coordinator does not know (it restarted) gets a non-fatal
+//    Refuse asking for a Hello; a restarted coordinator so rebuilds membership from Hellos
+//    and its head from the journal.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "weightcast/control.pb.h"
+#include "weightcast/group_config.pb.h"
+
+namespace weightcast {
+
+using CoordinatorClock = std::chrono::steady_clock;
+
+struct CoordinatorSettings {
+  std::string group_id;
+  std::vector<std::string> transports;  // preference order
+  std::string journal_root;
+  uint32_t max_in_flight = 2;
+  std::chrono::milliseconds dead_after{5000};
+  std::chrono::milliseconds ack_timeout{60000};
+  std::map<uint32_t, proto::Role> roles;  // every rank of the config
+  size_t versions_kept = 64;              // recent versions reported by status
+  uint32_t protocol_min = 1;
+  uint32_t protocol_max = 1;
+
+  static CoordinatorSettings from_config(const proto::GroupConfig& config);
+};
+
+struct OutgoingMessage {
+  std::string peer;
+  proto::Envelope message;
+};
+
+// Something worth a log line (weightcastd prints these; tests assert on them).
+struct CoordinatorEvent {
+  enum class Kind {
+    kJoined,
+    kRefused,
+    kOffered,
+    kAcked,
+    kCommitted,
+    kMovedToCatchUp,
+    kLive,
+    kDropped,
+    kLeft,
+    kIgnored
+  };
+  Kind kind;
+  uint32_t rank = 0;
+  uint64_t version = 0;
+  std::string detail;
+};
+
+class CoordinatorState {
+ public:
+  using TimePoint = CoordinatorClock::time_point;
+
+  explicit CoordinatorState(CoordinatorSettings settings);
+
+  // The journal's HEAD as read at start (or later): versions up to `head` are published.
+  // `checksums` are the head manifest's, so acks of the head can be checked after a restart.
+  void restore_head(uint64_t head, std::optional<uint64_t> anchor,
+                    std::vector<proto::TensorChecksum> checksums, TimePoint now);
+  // A newer anchor seen in the journal.
+  void note_anchor(uint64_t anchor) { anchor_ = anchor; }
+
+  std::vector<OutgoingMessage> on_message(const std::string& peer, const proto::Envelope& message,
+                                          TimePoint now);
+  std::vector<OutgoingMessage> on_tick(TimePoint now);
+  // An offer from a publisher, or a version found in the journal that was never offered
+  // (its publisher died between HEAD and the offer).
+  std::vector<OutgoingMessage> on_offer(const proto::Offer& offer, TimePoint now);
+
+  proto::StatusReply status(TimePoint now) const;
+  std::optional<uint64_t> head() const { return head_; }
+  std::optional<uint64_t> committed() const { return committed_; }
+
+  // Events since the last call.
+  std::vector<CoordinatorEvent> take_events();
+
+ private:
+  enum class MemberState { kLive, kCatchUp, kDead };
+  struct Member {
+    uint32_t rank = 0;
+    proto::Role role = proto::ROLE_UNSPECIFIED;
+    std::string peer;
+    uint32_t protocol = 0;
+    MemberState state = MemberState::kDead;
+    bool left = false;  // dead by its own Leave rather than by silence
+    std::optional<uint64_t> held;
+    std::optional<uint64_t> acked;  // highest version acked with matching checksums
+    std::string transport;
+    TimePoint last_heard{};
+    std::string host;
+    uint32_t pid = 0;
+  };
+  struct VersionRecord {
+    proto::Offer offer;
+    TimePoint offered_at{};
+    bool committed = false;
+    uint64_t publish_to_commit_us = 0;
+    std::map<uint32_t, proto::SubscriberResult> results;
+  };
+
+  std::vector<OutgoingMessage> on_hello(const std::string& peer, const proto::Envelope& m,
+                                        TimePoint now);
+  std::vector<OutgoingMessage> on_ack(Member& member, const proto::Ack& ack, TimePoint now);
+  std::vector<OutgoingMessage> on_nack(Member& member, const proto::Nack& nack, TimePoint now);
+  std::vector<OutgoingMessage> move_to_catch_up(Member& member, const std::string& reason,
+                                                bool from_anchor);
+  std::vector<OutgoingMessage> try_commit(TimePoint now);
+  std::string check_checksums(const proto::Offer& offer, const proto::Ack& ack) const;
+  proto::Envelope envelope(uint32_t protocol) const;
+  OutgoingMessage refuse(const std::string& peer, uint32_t protocol, const std::string& reason,
+                         bool fatal, uint32_t rank);
+  Member* member_by_peer(const std::string& peer);
+  void set_result(uint64_t version, uint32_t rank, const std::string& result, uint64_t apply_us = 0,
+                  uint64_t bytes_read = 0);
+  void event(CoordinatorEvent::Kind kind, uint32_t rank, uint64_t version, std::string detail);
+  void trim_versions();
+
+  CoordinatorSettings settings_;
+  std::map<uint32_t, Member> members_;
+  std::map<uint64_t, VersionRecord> versions_;
+  std::optional<uint64_t> head_;
+  std::optional<uint64_t> committed_;
+  std::optional<uint64_t> anchor_;
+  std::vector<CoordinatorEvent> events_;
+};
+
+std::string_view event_kind_name(CoordinatorEvent::Kind kind);
+
+}  // namespace weightcast

@@ -1,0 +1,51 @@
+// A rank group's configuration file (YAML) validated into proto::GroupConfig.
+//
+// Contract: parse_group_config either returns a config every rank can run with (defaults
+// filled in, relative paths made absolute against the file's directory, every rank's role
+// and endpoint checked) or an error naming the file, the field ("ranks[2].role") and what is
+// wrong with it. Unknown keys are errors, so a typo never silently falls back to a default.
+// docs/CONFIG.md documents every field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "codec/status.h"
+#include "weightcast/group_config.pb.h"
+
+namespace weightcast {
+
+struct GroupConfigLimits {
+  uint64_t max_file_bytes = 1 << 20;
+  uint32_t max_ranks = 4096;
+  uint32_t max_string_bytes = 4096;
+  uint32_t max_list_entries = 4096;
+};
+
+// Defaults for what the file leaves out (also what docs/CONFIG.md lists).
+inline constexpr uint32_t kDefaultHeartbeatMs = 500;
+inline constexpr uint32_t kDefaultDeadAfterMs = 5000;
+inline constexpr uint32_t kDefaultAckTimeoutMs = 60000;
+inline constexpr uint32_t kDefaultLeaseTtlMs = 600000;
+inline constexpr uint64_t kDefaultAnchorEvery = 10;
+inline constexpr uint32_t kDefaultRetainAnchors = 2;
+inline constexpr uint32_t kDefaultMaxInFlight = 2;
+
+// `source` names the text in errors (usually the path); `base_dir` resolves relative paths
+// (journal root, key files); empty leaves them as written.
+Result<proto::GroupConfig> parse_group_config(std::string_view yaml_text, std::string_view source,
+                                              std::string_view base_dir,
+                                              const GroupConfigLimits& limits = {});
+
+// Reads and parses `path` (relative paths resolve against its directory).
+Result<proto::GroupConfig> load_group_config(const std::string& path,
+                                             const GroupConfigLimits& limits = {});
+
+// The entry of `rank` (kNotFound naming the rank and the ranks the config has).
+Result<proto::RankConfig> find_rank(const proto::GroupConfig& config, uint32_t rank);
+
+// "coordinator", "publisher", "subscriber", "observer"; "unspecified" otherwise.
+std::string_view role_name(proto::Role role);
+
+}  // namespace weightcast

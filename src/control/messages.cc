@@ -1,0 +1,266 @@
+// Control message codec: bounds every frame before and after parsing (messages.h).
+#include "src/control/messages.h"
+
+#include <climits>
+#include <string_view>
+
+namespace weightcast {
+namespace {
+
+constexpr std::string_view kPrefix = "control message: ";
+
+Status too_many(std::string_view what, size_t count, std::string_view items, size_t limit) {
+  return invalid_argument(std::string(kPrefix) + std::string(what) + " has " +
+                          std::to_string(count) + " " + std::string(items) + ", limit " +
+                          std::to_string(limit));
+}
+
+// `what` names the field for the error ("nack reason", "offer checksum 3 name").
+Status check_string(const std::string& value, const std::string& what, const MessageLimits& l) {
+  if (value.size() <= l.max_string_bytes) return ok_status();
+  return invalid_argument(std::string(kPrefix) + what + " is " + std::to_string(value.size()) +
+                          " bytes, limit " + std::to_string(l.max_string_bytes));
+}
+
+template <typename Checksums>
+Status check_checksums(const Checksums& checksums, std::string_view body, const MessageLimits& l) {
+  if (static_cast<size_t>(checksums.size()) > l.max_checksums)
+    return too_many(body, checksums.size(), "checksums", l.max_checksums);
+  for (int i = 0; i < checksums.size(); ++i) {
+    RETURN_IF_ERROR(check_string(checksums.Get(i).name(),
+                                 std::string(body) + " checksum " + std::to_string(i) + " name",
+                                 l));
+  }
+  return ok_status();
+}
+
+Status check_hello(const proto::Hello& m, const MessageLimits& l) {
+  if (static_cast<size_t>(m.transports_size()) > l.max_transports)
+    return too_many("hello", m.transports_size(), "transports", l.max_transports);
+  for (int i = 0; i < m.transports_size(); ++i)
+    RETURN_IF_ERROR(check_string(m.transports(i), "hello transport " + std::to_string(i), l));
+  return check_string(m.host(), "hello host", l);
+}
+
+Status check_welcome(const proto::Welcome& m, const MessageLimits& l) {
+  RETURN_IF_ERROR(check_string(m.transport(), "welcome transport", l));
+  RETURN_IF_ERROR(check_string(m.journal_root(), "welcome journal_root", l));
+  return check_string(m.plan(), "welcome plan", l);
+}
+
+Status check_nack(const proto::Nack& m, const MessageLimits& l) {
+  RETURN_IF_ERROR(check_string(m.reason(), "nack reason", l));
+  if (static_cast<size_t>(m.tensors_size()) > l.max_checksums)
+    return too_many("nack", m.tensors_size(), "tensors", l.max_checksums);
+  for (int i = 0; i < m.tensors_size(); ++i)
+    RETURN_IF_ERROR(check_string(m.tensors(i), "nack tensor " + std::to_string(i), l));
+  return ok_status();
+}
+
+Status check_status_reply(const proto::StatusReply& m, const MessageLimits& l) {
+  RETURN_IF_ERROR(check_string(m.group_id(), "status_reply group_id", l));
+  if (static_cast<size_t>(m.members_size()) > l.max_members)
+    return too_many("status_reply", m.members_size(), "members", l.max_members);
+  for (int i = 0; i < m.members_size(); ++i) {
+    const proto::MemberStatus& member = m.members(i);
+    const std::string where = "status_reply member " + std::to_string(i) + " ";
+    RETURN_IF_ERROR(check_string(member.state(), where + "state", l));
+    RETURN_IF_ERROR(check_string(member.transport(), where + "transport", l));
+    RETURN_IF_ERROR(check_string(member.host(), where + "host", l));
+  }
+  return ok_status();
+}
+
+Status check_body(const proto::Envelope& m, const MessageLimits& l) {
+  switch (m.body_case()) {
+    case proto::Envelope::kHello:
+      return check_hello(m.hello(), l);
+    case proto::Envelope::kWelcome:
+      return check_welcome(m.welcome(), l);
+    case proto::Envelope::kRefuse:
+      return check_string(m.refuse().reason(), "refuse reason", l);
+    case proto::Envelope::kOffer:
+      RETURN_IF_ERROR(check_checksums(m.offer().checksums(), "offer", l));
+      return check_string(m.offer().transport(), "offer transport", l);
+    case proto::Envelope::kAck:
+      return check_checksums(m.ack().checksums(), "ack", l);
+    case proto::Envelope::kNack:
+      return check_nack(m.nack(), l);
+    case proto::Envelope::kRecover:
+      return check_string(m.recover().reason(), "recover reason", l);
+    case proto::Envelope::kLeave:
+      return check_string(m.leave().reason(), "leave reason", l);
+    case proto::Envelope::kStatusReply:
+      return check_status_reply(m.status_reply(), l);
+    case proto::Envelope::kCommit:
+    case proto::Envelope::kHeartbeat:
+    case proto::Envelope::kStatusRequest:
+      return ok_status();
+    case proto::Envelope::BODY_NOT_SET:
+      break;
+  }
+  return invalid_argument(std::string(kPrefix) + "envelope has no body");
+}
+
+// Reasons come from peers: cut them short so one log line stays one short line.
+std::string short_text(const std::string& s) {
+  constexpr size_t kMax = 160;
+  std::string out = s.size() > kMax ? s.substr(0, kMax) + "..." : s;
+  for (char& c : out) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return out;
+}
+
+std::string held(bool holds, uint64_t version) {
+  return holds ? "holds v" + std::to_string(version) : "holds nothing";
+}
+
+const char* role_name(proto::Role role) {
+  switch (role) {
+    case proto::ROLE_COORDINATOR:
+      return "coordinator";
+    case proto::ROLE_PUBLISHER:
+      return "publisher";
+    case proto::ROLE_SUBSCRIBER:
+      return "subscriber";
+    case proto::ROLE_OBSERVER:
+      return "observer";
+    default:
+      return "unspecified";
+  }
+}
+
+std::string describe_hello(const proto::Hello& m) {
+  std::string transports;
+  for (const std::string& t : m.transports()) transports += (transports.empty() ? "" : ",") + t;
+  return "hello from rank " + std::to_string(m.rank()) + " (" + role_name(m.role()) +
+         ", protocol " + std::to_string(m.protocol_min()) + "-" + std::to_string(m.protocol_max()) +
+         ", " + held(m.holds_version(), m.held_version()) + ", transports " +
+         short_text(transports) + ", " + short_text(m.host()) + ":" + std::to_string(m.pid()) + ")";
+}
+
+std::string describe_welcome(const proto::Welcome& m) {
+  return "welcome protocol " + std::to_string(m.protocol()) + " (head " +
+         (m.has_head() ? "v" + std::to_string(m.head_version()) : std::string("none")) +
+         ", committed v" + std::to_string(m.committed_version()) + ", transport " +
+         short_text(m.transport()) + ", plan " + short_text(m.plan()) + ")";
+}
+
+std::string describe_status_reply(const proto::StatusReply& m) {
+  return "status_reply group " + short_text(m.group_id()) + " (head " +
+         (m.has_head() ? "v" + std::to_string(m.head_version()) : std::string("none")) +
+         ", committed " +
+         (m.has_committed() ? "v" + std::to_string(m.committed_version()) : std::string("none")) +
+         ", " + std::to_string(m.members_size()) + " members)";
+}
+
+}  // namespace
+
+std::string encode_envelope(const proto::Envelope& message) {
+  return message.SerializeAsString();
+}
+
+Result<proto::Envelope> decode_envelope(std::span<const uint8_t> frame,
+                                        const MessageLimits& limits) {
+  if (frame.empty()) return invalid_argument(std::string(kPrefix) + "empty frame");
+  if (frame.size() > limits.max_bytes || frame.size() > static_cast<size_t>(INT_MAX)) {
+    return invalid_argument(std::string(kPrefix) + "frame of " + std::to_string(frame.size()) +
+                            " bytes, limit " + std::to_string(limits.max_bytes));
+  }
+  proto::Envelope message;
+  if (!message.ParseFromArray(frame.data(), static_cast<int>(frame.size()))) {
+    return invalid_argument(
+        std::string(kPrefix) + "frame of " + std::to_string(frame.size()) +
+        " bytes is not a valid Envelope (malformed protobuf, or a string that is not "
+        "UTF-8)");
+  }
+  if (message.body_case() == proto::Envelope::BODY_NOT_SET)
+    return invalid_argument(std::string(kPrefix) + "envelope has no body");
+  if (message.protocol() == 0) {
+    return invalid_argument(std::string(kPrefix) + body_name(message) +
+                            " has protocol 0 (the sender must name its protocol)");
+  }
+  RETURN_IF_ERROR(check_body(message, limits));
+  return message;
+}
+
+std::string body_name(const proto::Envelope& message) {
+  switch (message.body_case()) {
+    case proto::Envelope::kHello:
+      return "hello";
+    case proto::Envelope::kWelcome:
+      return "welcome";
+    case proto::Envelope::kRefuse:
+      return "refuse";
+    case proto::Envelope::kOffer:
+      return "offer";
+    case proto::Envelope::kAck:
+      return "ack";
+    case proto::Envelope::kNack:
+      return "nack";
+    case proto::Envelope::kRecover:
+      return "recover";
+    case proto::Envelope::kCommit:
+      return "commit";
+    case proto::Envelope::kHeartbeat:
+      return "heartbeat";
+    case proto::Envelope::kLeave:
+      return "leave";
+    case proto::Envelope::kStatusRequest:
+      return "status_request";
+    case proto::Envelope::kStatusReply:
+      return "status_reply";
+    case proto::Envelope::BODY_NOT_SET:
+      break;
+  }
+  return "empty";
+}
+
+std::string describe_envelope(const proto::Envelope& message) {
+  const auto v = [](uint64_t version) { return "v" + std::to_string(version); };
+  switch (message.body_case()) {
+    case proto::Envelope::kHello:
+      return describe_hello(message.hello());
+    case proto::Envelope::kWelcome:
+      return describe_welcome(message.welcome());
+    case proto::Envelope::kRefuse:
+      return std::string("refuse") + (message.refuse().fatal() ? " (fatal)" : "") + ": " +
+             short_text(message.refuse().reason());
+    case proto::Envelope::kOffer: {
+      const proto::Offer& m = message.offer();
+      const std::string base = m.has_base() ? " base " + std::to_string(m.base_version()) : "";
+      return "offer " + v(m.version()) + base + (m.anchor() ? " anchor" : "") + " (" +
+             std::to_string(m.checksums_size()) + " tensors)";
+    }
+    case proto::Envelope::kAck:
+      return "ack " + v(message.ack().version()) + " from rank " +
+             std::to_string(message.ack().rank());
+    case proto::Envelope::kNack:
+      return "nack " + v(message.nack().version()) + " from rank " +
+             std::to_string(message.nack().rank()) + ": " + short_text(message.nack().reason());
+    case proto::Envelope::kRecover:
+      return "recover to " + v(message.recover().target_version()) +
+             (message.recover().from_anchor() ? " from an anchor" : "") + ": " +
+             short_text(message.recover().reason());
+    case proto::Envelope::kCommit:
+      return "commit " + v(message.commit().version());
+    case proto::Envelope::kHeartbeat: {
+      const proto::Heartbeat& m = message.heartbeat();
+      return "heartbeat from rank " + std::to_string(m.rank()) + " (" +
+             held(m.holds_version(), m.held_version()) + (m.busy() ? ", busy" : "") + ")";
+    }
+    case proto::Envelope::kLeave:
+      return "leave from rank " + std::to_string(message.leave().rank()) + ": " +
+             short_text(message.leave().reason());
+    case proto::Envelope::kStatusRequest:
+      return "status_request from rank " + std::to_string(message.rank());
+    case proto::Envelope::kStatusReply:
+      return describe_status_reply(message.status_reply());
+    case proto::Envelope::BODY_NOT_SET:
+      break;
+  }
+  return "empty";
+}
+
+}  // namespace weightcast

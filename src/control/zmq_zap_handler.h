@@ -1,0 +1,47 @@
+// The ZAP 1.0 handler (RFC 27) behind a CURVE ControlServer: admits only the configured
+// client public keys. ZeroMQ asks the handler bound at "inproc://zeromq.zap.01" in the
+// server socket's context during every CURVE handshake; a refused client never completes
+// its handshake, so none of its messages reach the server's receive().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <zmq.hpp>
+
+#include "codec/status.h"
+#include "src/control/zmq_channel.h"
+
+namespace weightcast {
+
+class ZapHandler {
+ public:
+  // Binds the ZAP endpoint in `context` and starts answering on a thread. Must be called
+  // before any CURVE server socket of `context` binds: without a handler libzmq admits every
+  // key. `log` is called from the handler's thread.
+  static Result<std::unique_ptr<ZapHandler>> start(zmq::context_t& context,
+                                                   std::set<std::string> authorized_z85,
+                                                   ControlLog log);
+  // Stops the thread (within one poll interval) and closes the socket; the context must
+  // still be alive.
+  ~ZapHandler();
+
+  uint64_t refused() const { return refused_.load(); }
+
+ private:
+  ZapHandler(zmq::socket_t socket, std::set<std::string> authorized_z85, ControlLog log);
+  void run();
+  void answer(std::vector<zmq::message_t>& request);
+
+  zmq::socket_t socket_;
+  const std::set<std::string> authorized_;
+  const ControlLog log_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> refused_{0};
+  std::thread thread_;
+};
+
+}  // namespace weightcast

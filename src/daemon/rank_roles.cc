@@ -1,0 +1,134 @@
+#include "src/daemon/rank_roles.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "src/control/coordinator.h"
+#include "src/daemon/synthetic_model.h"
+#include "src/endpoint/publisher.h"
+#include "src/endpoint/subscriber.h"
+
+namespace weightcast {
+namespace {
+
+using std::chrono::milliseconds;
+using SteadyClock = std::chrono::steady_clock;
+
+void say(const DaemonOptions& o, const std::string& line) {
+  if (o.log) o.log(line);
+}
+
+bool stopping(const DaemonOptions& o) {
+  return o.stop_requested && o.stop_requested();
+}
+
+}  // namespace
+
+Status run_coordinator_rank(const proto::GroupConfig& config, const DaemonOptions& options) {
+  CoordinatorOptions co;
+  co.log = options.log;
+  ASSIGN_OR_RETURN(std::unique_ptr<Coordinator> coordinator, Coordinator::start(config, co));
+  say(options, "coordinator: serving on " + coordinator->endpoint());
+  while (!stopping(options)) RETURN_IF_ERROR(coordinator->step(milliseconds(50)));
+  say(options, "coordinator: stopping");
+  return ok_status();
+}
+
+Status run_publisher_rank(const proto::GroupConfig& config, const DaemonOptions& options) {
+  const proto::DemoModel& demo = config.demo();
+  if (demo.parameters() == 0) {
+    return invalid_argument("rank " + std::to_string(options.rank) +
+                            " is a publisher without a trainer: the config needs a demo: "
+                            "section (parameters, density, versions) to publish");
+  }
+  PublisherOptions po;
+  po.rank = options.rank;
+  po.threads = options.threads;
+  po.log = options.log;
+  ASSIGN_OR_RETURN(std::unique_ptr<Publisher> publisher, Publisher::start(config, po));
+  ThreadPool pool(options.threads);
+  const auto built = SteadyClock::now();
+  SyntheticModel model(demo.parameters(), demo.density(), demo.seed(), &pool);
+  say(options,
+      "publisher: synthetic MoE model, " + std::to_string(model.parameters()) +
+          " bf16 parameters in " + std::to_string(model.tensor_count()) + " tensors (" +
+          std::to_string(std::chrono::duration<double>(SteadyClock::now() - built).count()) +
+          " s to build)");
+  for (const auto& ref : model.tensor_refs()) RETURN_IF_ERROR(publisher->register_tensor(ref));
+
+  uint64_t next = options.start_version;
+  if (auto head = publisher->head()) {
+    next = *head + 1;
+    say(options, "publisher: journal head is v" + std::to_string(*head) +
+                     "; replaying the model's steps to continue at v" + std::to_string(next));
+  }
+  const uint64_t last = options.start_version + std::max<uint64_t>(1, demo.versions());
+  std::optional<PublishHandle> last_handle;
+  const auto log_published = [&](const PublishHandle& h) -> Status {
+    ASSIGN_OR_RETURN(PublishReport report,
+                     h.wait_published(SteadyClock::now() + std::chrono::hours(1)));
+    say(options, "publisher: v" + std::to_string(h.version()) +
+                     (report.anchor ? " anchor" : " delta") + ", " +
+                     std::to_string(report.stored_bytes) + " bytes, " +
+                     std::to_string(report.changed_elements) + " changed elements, " +
+                     std::to_string(report.seconds) + " s");
+    return ok_status();
+  };
+  for (uint64_t v = next; v <= last && !stopping(options); ++v) {
+    model.fast_forward(v - options.start_version);
+    ASSIGN_OR_RETURN(PublishHandle handle, publisher->publish(v));
+    // The trainer's next step must not start before the publisher has read the weights; it
+    // then overlaps with the journal write of this version.
+    RETURN_IF_ERROR(handle.wait_for_reads(SteadyClock::now() + std::chrono::hours(1)));
+    if (last_handle) RETURN_IF_ERROR(log_published(*last_handle));
+    last_handle = handle;
+    if (demo.step_interval_ms()) std::this_thread::sleep_for(milliseconds(demo.step_interval_ms()));
+  }
+  if (last_handle) RETURN_IF_ERROR(log_published(*last_handle));
+  if (last_handle && !stopping(options)) {
+    // Bounded: a group without live subscribers commits at once.
+    const auto deadline =
+        SteadyClock::now() + milliseconds(2 * config.timeouts().ack_timeout_ms() + 10000);
+    while (!stopping(options)) {
+      Status s = last_handle->wait_committed(SteadyClock::now() + milliseconds(200));
+      if (s.ok()) {
+        say(options, "publisher: v" + std::to_string(last_handle->version()) + " committed");
+        break;
+      }
+      if (s.code() != StatusCode::kDeadlineExceeded || SteadyClock::now() > deadline) return s;
+    }
+  }
+  while (options.stay && !stopping(options)) std::this_thread::sleep_for(milliseconds(100));
+  publisher->stop(stopping(options) ? "SIGTERM" : "done");
+  return ok_status();
+}
+
+Status run_subscriber_rank(const proto::GroupConfig& config, const DaemonOptions& options) {
+  SubscriberOptions so;
+  so.rank = options.rank;
+  so.threads = options.threads;
+  so.log = options.log;
+  so.after_apply = [&options](uint64_t v) {
+    say(options, "subscriber: holds v" + std::to_string(v));
+  };
+  ASSIGN_OR_RETURN(std::unique_ptr<Subscriber> subscriber, Subscriber::create(config, so));
+  // Without an engine to register tensors, the journal says what the model is.
+  while (true) {
+    Status s = subscriber->register_from_journal(SteadyClock::now() + milliseconds(200));
+    if (s.ok()) break;
+    if (s.code() != StatusCode::kDeadlineExceeded) return s;
+    if (stopping(options)) return ok_status();
+  }
+  say(options, "subscriber: " + std::to_string(subscriber->tensors().size()) +
+                   " tensors registered from the journal");
+  RETURN_IF_ERROR(subscriber->connect());
+  while (!stopping(options)) {
+    if (auto fatal = subscriber->fatal_error()) return failed_precondition(*fatal);
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  subscriber->stop("SIGTERM");
+  return ok_status();
+}
+
+}  // namespace weightcast

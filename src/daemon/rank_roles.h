@@ -1,0 +1,33 @@
+// What weightcastd runs for each role (weightcastd_main.cc parses the command line and the
+// config; these loops run until the stop predicate fires or their work is done).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "codec/status.h"
+#include "src/control/zmq_channel.h"
+#include "weightcast/group_config.pb.h"
+
+namespace weightcast {
+
+struct DaemonOptions {
+  uint32_t rank = 0;
+  size_t threads = 0;
+  uint64_t start_version = 0;
+  bool stay = false;  // publisher: keep running after the last demo version
+  ControlLog log;
+  std::function<bool()> stop_requested;  // SIGTERM/SIGINT seen
+};
+
+Status run_coordinator_rank(const proto::GroupConfig& config, const DaemonOptions& options);
+
+// Publishes the config's demo model: versions start_version.. (or the journal head + 1 after
+// a restart, replaying the model's steps to reach it) up to start_version + demo.versions,
+// then waits for the last commit.
+Status run_publisher_rank(const proto::GroupConfig& config, const DaemonOptions& options);
+
+// Holds the journal's tensors and follows every version until stopped.
+Status run_subscriber_rank(const proto::GroupConfig& config, const DaemonOptions& options);
+
+}  // namespace weightcast

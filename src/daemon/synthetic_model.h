@@ -1,0 +1,46 @@
+// The model a weightcastd publisher publishes when no trainer embeds it (the demo, tests,
+// benchmarks): a Qwen3-MoE-shaped parameter list scaled to about `parameters` bf16 elements,
+// advanced by Adam-like steps that change about `density` of the elements per version.
+//
+// Version v is a pure function of (parameters, density, seed, v): step k uses step seed
+// seed * 1000003 + k, so a restarted publisher reaches the journal's head by replaying the
+// steps (fast_forward) and publishes bytes identical to those it would have published.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "codec/model_shapes.h"
+#include "codec/synthetic_update.h"
+#include "codec/tensor_ref.h"
+#include "codec/thread_pool.h"
+
+namespace weightcast {
+
+class SyntheticModel {
+ public:
+  SyntheticModel(uint64_t parameters, double density, uint64_t seed, ThreadPool* pool);
+
+  // Advances the weights to `version` (0 is the initial weights); never backwards.
+  void fast_forward(uint64_t version);
+  uint64_t version() const { return version_; }
+
+  uint64_t parameters() const { return parameters_; }
+  size_t tensor_count() const { return tensors_.size(); }
+  // Views of the bf16 weights, valid for the model's lifetime (their bytes change on steps).
+  std::vector<TensorRef> tensor_refs() const;
+
+ private:
+  std::vector<TensorShapeSpec> specs_;
+  std::vector<SyntheticTensor> tensors_;
+  ThreadPool* pool_;
+  double lr_ = 0;
+  uint64_t seed_ = 0;
+  uint64_t version_ = 0;
+  uint64_t parameters_ = 0;
+};
+
+// The scale of model_layer_list(kQwen3_30B_A3B, scale) whose total is closest to `parameters`.
+double synthetic_model_scale(uint64_t parameters);
+
+}  // namespace weightcast

@@ -1,0 +1,100 @@
+// weightcastd --config group.yaml --rank R: one rank of a rank group (DESIGN §1). The role
+// comes from the config: the coordinator, a publisher (without an embedding trainer it
+// publishes the config's synthetic demo model) or a subscriber (without an embedding engine
+// it holds the journal's tensors in its own memory and verifies every version).
+//
+// Exit status: 0 after a clean shutdown (SIGTERM/SIGINT, or a publisher done with its
+// versions), 2 for a bad command line or config (the reason on stderr), 1 for a runtime
+// failure (a refused rank, a journal error).
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+
+#include "src/control/coordinator.h"
+#include "src/control/group_config.h"
+#include "src/daemon/rank_roles.h"
+
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+void on_signal(int signal) {
+  g_signal = signal;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace weightcast;
+  CLI::App app{
+      "weightcastd: one rank of a weightcast rank group (coordinator, publisher or "
+      "subscriber, by the group config)"};
+  std::string config_path;
+  uint32_t rank = 0;
+  DaemonOptions options;
+  std::string level = "info";
+  app.add_option("--config", config_path, "Group config (YAML; see docs/CONFIG.md)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--rank", rank, "This process's rank in the config")->required();
+  app.add_option("--threads", options.threads, "Worker threads (0: all cores)");
+  app.add_option("--start-version", options.start_version,
+                 "Publisher: first version when the journal is empty (default 0)");
+  app.add_flag("--stay", options.stay,
+               "Publisher: keep running after the demo model's last version");
+  app.add_option("--log-level", level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  CLI11_PARSE(app, argc, argv);
+
+  auto config = load_group_config(config_path);
+  if (!config.ok()) {
+    std::fprintf(stderr, "weightcastd: bad config: %s\n", config.status().to_string().c_str());
+    return 2;
+  }
+  auto entry = find_rank(*config, rank);
+  if (!entry.ok()) {
+    std::fprintf(stderr, "weightcastd: %s\n", entry.status().to_string().c_str());
+    return 2;
+  }
+
+  auto logger = spdlog::stderr_color_mt("weightcastd");
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e [" + std::string(role_name(entry->role())) + " " +
+                      std::to_string(rank) + "] %^%l%$ %v");
+  logger->set_level(spdlog::level::from_str(level));
+  spdlog::set_default_logger(logger);
+  options.rank = rank;
+  options.log = [](const std::string& line) { spdlog::info("{}", line); };
+  options.stop_requested = [] { return g_signal != 0; };
+
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  spdlog::info("group '{}', coordinator {}, journal {}", config->group_id(),
+               config->coordinator_endpoint(), config->journal_root());
+  Status status = ok_status();
+  switch (entry->role()) {
+    case proto::ROLE_COORDINATOR:
+      status = run_coordinator_rank(*config, options);
+      break;
+    case proto::ROLE_PUBLISHER:
+      status = run_publisher_rank(*config, options);
+      break;
+    case proto::ROLE_SUBSCRIBER:
+      status = run_subscriber_rank(*config, options);
+      break;
+    default:
+      status = invalid_argument("rank " + std::to_string(rank) + " has no runnable role");
+  }
+  if (!status.ok()) {
+    spdlog::error("{}", status.to_string());
+    return 1;
+  }
+  spdlog::info("stopped cleanly{}", g_signal ? " (signal " + std::to_string(g_signal) + ")" : "");
+  return 0;
+}

@@ -1,0 +1,302 @@
+#include "src/endpoint/publisher.h"
+
+#include <chrono>
+#include <set>
+#include <utility>
+
+#include "codec/delta_manifest.h"
+#include "src/endpoint/tensor_staging.h"
+#include "transport/fs/catch_up_reader.h"
+
+namespace weightcast {
+namespace {
+
+uint64_t unix_us() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+}  // namespace
+
+Status PublishHandle::wait_for_reads(EndpointDeadline deadline) const {
+  if (!job_) return failed_precondition("empty publish handle");
+  std::unique_lock<std::mutex> lock(job_->mu);
+  if (!job_->cv.wait_until(lock, deadline, [&] { return job_->reads_done || job_->done; })) {
+    return deadline_exceeded("version " + std::to_string(job_->version) +
+                             ": tensors not read before the deadline");
+  }
+  return job_->reads_done ? ok_status() : job_->status;
+}
+
+Result<PublishReport> PublishHandle::wait_published(EndpointDeadline deadline) const {
+  if (!job_) return failed_precondition("empty publish handle");
+  std::unique_lock<std::mutex> lock(job_->mu);
+  if (!job_->cv.wait_until(lock, deadline, [&] { return job_->done; })) {
+    return deadline_exceeded("version " + std::to_string(job_->version) +
+                             ": not published before the deadline");
+  }
+  if (!job_->status.ok()) return job_->status;
+  return job_->report;
+}
+
+Status PublishHandle::wait_committed(EndpointDeadline deadline) const {
+  auto published = wait_published(deadline);
+  if (!published.ok()) return published.status();
+  return owner_->wait_committed(job_->version, deadline);
+}
+
+Publisher::Publisher(proto::GroupConfig config, PublisherOptions options)
+    : config_(std::move(config)), options_(std::move(options)) {
+  if (options_.credit_timeout.count() == 0) {
+    options_.credit_timeout = std::chrono::milliseconds(2 * config_.timeouts().ack_timeout_ms());
+  }
+}
+
+Result<std::unique_ptr<Publisher>> Publisher::start(const proto::GroupConfig& config,
+                                                    PublisherOptions options) {
+  std::unique_ptr<Publisher> p(new Publisher(config, std::move(options)));
+  p->pool_ = std::make_unique<ThreadPool>(p->options_.threads);
+  JournalOptions journal;
+  journal.root = config.journal_root();
+  journal.anchor_every = config.anchor_every();
+  journal.retention.keep_anchors = std::max<uint32_t>(1, config.retain_anchors());
+  journal.pool = p->pool_.get();
+  journal.log = p->options_.log;
+  ASSIGN_OR_RETURN(p->writer_, JournalWriter::open(std::move(journal)));
+  if (p->writer_->head()) p->head_ = p->writer_->head()->version();
+
+  RankLinkOptions link;
+  link.rank = p->options_.rank;
+  link.role = proto::ROLE_PUBLISHER;
+  link.heartbeat = std::chrono::milliseconds(config.timeouts().heartbeat_ms());
+  link.log = p->options_.log;
+  Publisher* self = p.get();
+  ASSIGN_OR_RETURN(p->link_,
+                   RankLink::start(
+                       config, link, [self](const proto::Envelope& m) { self->on_message(m); },
+                       [self] { return self->head(); }));
+  p->worker_ = std::thread([self] { self->worker(); });
+  return p;
+}
+
+Publisher::~Publisher() {
+  stop();
+}
+
+Status Publisher::register_tensor(const TensorRef& ref) {
+  RETURN_IF_ERROR(check_stageable(ref));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (any_queued_) {
+    return failed_precondition("tensor '" + ref.name + "' registered after the first publish");
+  }
+  for (const auto& t : tensors_) {
+    if (t.name == ref.name) return invalid_argument("tensor '" + ref.name + "' registered twice");
+  }
+  tensors_.push_back(ref);
+  return ok_status();
+}
+
+Result<PublishHandle> Publisher::publish(uint64_t version, bool force_anchor) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return failed_precondition("publisher is stopping");
+  if (tensors_.empty()) return failed_precondition("publish before any tensor was registered");
+  const std::optional<uint64_t> newest = any_queued_ ? std::optional(last_queued_) : head_;
+  if (newest && version <= *newest) {
+    return failed_precondition("version " + std::to_string(version) + " is not newer than " +
+                               std::to_string(*newest) + ", the last published or queued");
+  }
+  auto job = std::make_shared<PublishJob>();
+  job->version = version;
+  job->force_anchor = force_anchor;
+  queue_.push_back(job);
+  last_queued_ = version;
+  any_queued_ = true;
+  cv_.notify_all();
+  return PublishHandle(job, this);
+}
+
+std::optional<uint64_t> Publisher::head() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return head_;
+}
+
+std::optional<uint64_t> Publisher::committed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return committed_;
+}
+
+Status Publisher::wait_committed(uint64_t version, EndpointDeadline deadline) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool reached = cv_.wait_until(lock, deadline, [&] {
+    return (committed_ && *committed_ >= version) || link_->fatal_error();
+  });
+  if (auto fatal = link_->fatal_error()) return failed_precondition(*fatal);
+  if (!reached) {
+    return deadline_exceeded("version " + std::to_string(version) +
+                             " not committed before the deadline (committed: " +
+                             (committed_ ? std::to_string(*committed_) : "none") + ")");
+  }
+  return ok_status();
+}
+
+void Publisher::on_message(const proto::Envelope& m) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // A Welcome carries the committed version: a publisher (re)joining after a commit was
+  // announced must not wait for it forever.
+  uint64_t committed = 0;
+  if (m.has_commit()) {
+    committed = m.commit().version();
+  } else if (m.has_welcome() && m.welcome().has_committed()) {
+    committed = m.welcome().committed_version();
+  } else {
+    return;
+  }
+  if (!committed_ || committed > *committed_) committed_ = committed;
+  uncommitted_.erase(uncommitted_.begin(), uncommitted_.upper_bound(committed));
+  cv_.notify_all();
+}
+
+Status Publisher::wait_for_credit(uint64_t version) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint32_t limit = std::max<uint32_t>(1, config_.max_in_flight());
+  const bool ok = cv_.wait_for(lock, options_.credit_timeout,
+                               [&] { return uncommitted_.size() < limit || stopping_; });
+  if (!ok) {
+    return deadline_exceeded("version " + std::to_string(version) + ": " +
+                             std::to_string(uncommitted_.size()) +
+                             " published versions still uncommitted after " +
+                             std::to_string(options_.credit_timeout.count()) +
+                             " ms (max_in_flight " + std::to_string(limit) + ")");
+  }
+  return ok_status();
+}
+
+Status Publisher::rebuild_previous() {
+  // The journal's head, rebuilt (and verified) from its anchor and deltas into the staging
+  // copy of the previous version, when its tensors are the registered ones.
+  const proto::StepManifest* manifest = writer_->head_manifest();
+  if (manifest == nullptr || manifest->tensors_size() != static_cast<int>(tensors_.size())) {
+    return ok_status();
+  }
+  std::vector<ReaderDestination> dest;
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const auto& t = manifest->tensors(static_cast<int>(i));
+    auto dtype = dtype_from_proto(t.dtype());
+    if (t.name() != tensors_[i].name || !dtype.ok() || *dtype != tensors_[i].dtype) {
+      return ok_status();
+    }
+    dest.push_back({tensors_[i].name, tensors_[i].dtype, tensors_[i].shape, previous_[i]});
+  }
+  CatchUpReader reader(config_.journal_root(), std::move(dest), {pool_.get(), "", 0, options_.log});
+  auto report = reader.catch_up(manifest->version());
+  if (!report.ok()) {
+    if (options_.log) {
+      options_.log("publisher: cannot rebuild version " + std::to_string(manifest->version()) +
+                   " from the journal (" + report.status().message() +
+                   "); the next version is an anchor");
+    }
+    return ok_status();
+  }
+  have_previous_ = true;
+  return ok_status();
+}
+
+Status Publisher::run_job(PublishJob& job) {
+  RETURN_IF_ERROR(wait_for_credit(job.version));
+  const auto started = std::chrono::steady_clock::now();
+  const uint64_t started_unix = unix_us();
+  if (current_.empty()) {
+    for (const auto& t : tensors_) {
+      current_.emplace_back(t.numel() * t.element_size());
+      previous_.emplace_back(t.numel() * t.element_size());
+    }
+  }
+  pool_->parallel_for(tensors_.size(), [&](size_t i) { gather_tensor(tensors_[i], current_[i]); });
+  {
+    std::lock_guard<std::mutex> lock(job.mu);
+    job.reads_done = true;
+    job.cv.notify_all();
+  }
+  if (first_job_) {
+    first_job_ = false;
+    RETURN_IF_ERROR(rebuild_previous());
+  }
+  std::vector<PublishTensor> current, previous;
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const auto& t = tensors_[i];
+    current.push_back({t.name, t.dtype, t.shape, current_[i]});
+    if (have_previous_) previous.push_back({t.name, t.dtype, t.shape, previous_[i]});
+  }
+  ASSIGN_OR_RETURN(PublishReport report,
+                   writer_->publish(job.version, current, previous, job.force_anchor));
+  std::swap(current_, previous_);
+  have_previous_ = true;
+
+  proto::Envelope e;
+  proto::Offer& offer = *e.mutable_offer();
+  offer.set_version(job.version);
+  offer.set_anchor(report.anchor);
+  if (!report.anchor) {
+    offer.set_has_base(true);
+    offer.set_base_version(job.version - 1);
+  }
+  for (const auto& t : writer_->head_manifest()->tensors()) {
+    proto::TensorChecksum& c = *offer.add_checksums();
+    c.set_name(t.name());
+    c.set_checksum(t.checksum());
+  }
+  offer.set_stored_bytes(report.stored_bytes);
+  offer.set_published_unix_us(started_unix);
+  offer.set_transport("fs");
+  offer.set_publish_us(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                 std::chrono::steady_clock::now() - started)
+                                                 .count()));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    head_ = job.version;
+    uncommitted_.insert(job.version);
+  }
+  link_->send(std::move(e));
+  job.report = report;
+  return ok_status();
+}
+
+void Publisher::worker() {
+  while (true) {
+    std::shared_ptr<PublishJob> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+      if (queue_.empty()) return;
+      job = queue_.front();
+    }
+    Status status = run_job(*job);
+    if (!status.ok() && options_.log) {
+      options_.log("publisher: version " + std::to_string(job->version) +
+                   " failed: " + status.message());
+    }
+    {
+      // A later queued version follows the last good one (as an anchor when not consecutive).
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.pop_front();
+    }
+    std::lock_guard<std::mutex> lock(job->mu);
+    job->status = status;
+    job->done = true;
+    job->cv.notify_all();
+  }
+}
+
+void Publisher::stop(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && !worker_.joinable()) return;
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (worker_.joinable()) worker_.join();
+  if (link_) link_->stop(reason);
+}
+
+}  // namespace weightcast

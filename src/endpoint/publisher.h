@@ -1,0 +1,131 @@
+// The publisher endpoint a trainer embeds (DESIGN §1): register the model's tensors once,
+// then publish(version) after every optimizer step.
+//
+// publish() returns at once with a handle; a worker then, in order:
+//   1. waits until fewer than max_in_flight published versions are uncommitted (the group's
+//      back-pressure),
+//   2. reads every registered tensor into the publisher's staging copy; wait_for_reads()
+//      returns after this, and the trainer may then change its weights again,
+//   3. writes the version to the journal (a delta against the previous published version,
+//      or an anchor: the first version, every anchor_every, when the tensors changed shape),
+//   4. offers it to the coordinator with every tensor's checksum.
+// wait_committed() returns once every live subscriber acked it. A publisher restarted on an
+// existing journal rebuilds its previous version from the journal (verified) before its
+// first delta. Versions must increase; an error leaves the journal on the previous version.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "codec/status.h"
+#include "codec/tensor_ref.h"
+#include "codec/thread_pool.h"
+#include "src/endpoint/rank_link.h"
+#include "transport/fs/journal_writer.h"
+#include "weightcast/group_config.pb.h"
+
+namespace weightcast {
+
+using EndpointDeadline = std::chrono::steady_clock::time_point;
+
+struct PublisherOptions {
+  uint32_t rank = 0;
+  size_t threads = 0;  // encode/write threads (0: hardware concurrency)
+  // How long a publication waits for the group to commit older versions (0: twice the
+  // config's ack timeout).
+  std::chrono::milliseconds credit_timeout{0};
+  ControlLog log;
+};
+
+class Publisher;
+
+// The state of one publication, shared by the handle and the worker.
+struct PublishJob {
+  uint64_t version = 0;
+  bool force_anchor = false;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool reads_done = false;
+  bool done = false;
+  Status status = ok_status();
+  PublishReport report;
+};
+
+class PublishHandle {
+ public:
+  PublishHandle() = default;
+  uint64_t version() const { return job_ ? job_->version : 0; }
+  // The registered tensors have been read (or the publication failed before reading them).
+  Status wait_for_reads(EndpointDeadline deadline) const;
+  // Written to the journal and offered.
+  Result<PublishReport> wait_published(EndpointDeadline deadline) const;
+  // Committed by the group (every live subscriber acked it).
+  Status wait_committed(EndpointDeadline deadline) const;
+
+ private:
+  friend class Publisher;
+  PublishHandle(std::shared_ptr<PublishJob> job, Publisher* owner) : job_(job), owner_(owner) {}
+  std::shared_ptr<PublishJob> job_;
+  Publisher* owner_ = nullptr;
+};
+
+class Publisher {
+ public:
+  static Result<std::unique_ptr<Publisher>> start(const proto::GroupConfig& config,
+                                                  PublisherOptions options);
+  ~Publisher();
+
+  // Before the first publish; names unique, host memory.
+  Status register_tensor(const TensorRef& ref);
+
+  Result<PublishHandle> publish(uint64_t version, bool force_anchor = false);
+
+  std::optional<uint64_t> head() const;       // last version in the journal
+  std::optional<uint64_t> committed() const;  // last version the group committed
+  Status wait_committed(uint64_t version, EndpointDeadline deadline) const;
+
+  // Finishes queued publications, sends Leave and disconnects.
+  void stop(const std::string& reason = "publisher stopping");
+
+ private:
+  Publisher(proto::GroupConfig config, PublisherOptions options);
+  void worker();
+  Status run_job(PublishJob& job);
+  Status wait_for_credit(uint64_t version);
+  Status rebuild_previous();
+  void on_message(const proto::Envelope& message);
+
+  proto::GroupConfig config_;
+  PublisherOptions options_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<JournalWriter> writer_;
+  std::unique_ptr<RankLink> link_;
+
+  std::vector<TensorRef> tensors_;
+  std::vector<std::vector<uint8_t>> current_;
+  std::vector<std::vector<uint8_t>> previous_;
+  bool have_previous_ = false;
+  bool first_job_ = true;
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::deque<std::shared_ptr<PublishJob>> queue_;
+  std::set<uint64_t> uncommitted_;
+  std::optional<uint64_t> committed_;
+  std::optional<uint64_t> head_;
+  uint64_t last_queued_ = 0;
+  bool any_queued_ = false;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace weightcast

@@ -1,0 +1,192 @@
+#include "src/endpoint/rank_link.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+#include "src/control/group_security.h"
+#include "src/control/messages.h"
+
+namespace weightcast {
+
+RankLink::RankLink(RankLinkOptions options, std::unique_ptr<ControlClient> client, Handler handler,
+                   HeldVersion held)
+    : options_(std::move(options)),
+      client_(std::move(client)),
+      handler_(std::move(handler)),
+      held_(std::move(held)) {
+  if (options_.protocol_min == 0) options_.protocol_min = kProtocolMin;
+  if (options_.protocol_max == 0) options_.protocol_max = kProtocolMax;
+  protocol_ = options_.protocol_max;
+}
+
+Result<std::unique_ptr<RankLink>> RankLink::start(const proto::GroupConfig& config,
+                                                  RankLinkOptions options, Handler handler,
+                                                  HeldVersion held) {
+  ASSIGN_OR_RETURN(CurveClientOptions curve, rank_curve(config, options.rank));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<ControlClient> client,
+      ControlClient::connect(config.coordinator_endpoint(), curve, MessageLimits{}, options.log));
+  std::unique_ptr<RankLink> link(
+      new RankLink(std::move(options), std::move(client), std::move(handler), std::move(held)));
+  link->thread_ = std::thread([l = link.get()] { l->loop(); });
+  return link;
+}
+
+RankLink::~RankLink() {
+  stop();
+}
+
+proto::Envelope RankLink::envelope() const {
+  proto::Envelope e;
+  e.set_protocol(protocol_);
+  e.set_rank(options_.rank);
+  return e;
+}
+
+void RankLink::send(proto::Envelope message) {
+  message.set_rank(options_.rank);
+  std::lock_guard<std::mutex> lock(mu_);
+  outbox_.push_back(std::move(message));
+}
+
+void RankLink::say_hello() {
+  last_hello_ = std::chrono::steady_clock::now();
+  proto::Envelope e = envelope();
+  e.set_protocol(options_.protocol_max);
+  proto::Hello& h = *e.mutable_hello();
+  h.set_protocol_min(options_.protocol_min);
+  h.set_protocol_max(options_.protocol_max);
+  h.set_role(options_.role);
+  h.set_rank(options_.rank);
+  if (auto held = held_ ? held_() : std::nullopt) {
+    h.set_holds_version(true);
+    h.set_held_version(*held);
+  }
+  for (const auto& t : options_.transports) h.add_transports(t);
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0) h.set_host(host);
+  h.set_pid(static_cast<uint32_t>(getpid()));
+  (void)client_->send(e);
+}
+
+void RankLink::handle(const proto::Envelope& m) {
+  if (m.has_welcome()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    protocol_ = m.welcome().protocol();
+    welcome_ = m.welcome();
+    ++welcome_count_;
+    cv_.notify_all();
+  } else if (m.has_refuse()) {
+    if (m.refuse().fatal()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      fatal_ =
+          "coordinator refused rank " + std::to_string(options_.rank) + ": " + m.refuse().reason();
+      cv_.notify_all();
+      return;
+    }
+    if (leaving_) return;
+    if (options_.log) options_.log("rank link: " + m.refuse().reason());
+    // Every message queued for the old coordinator is refused at once: one Hello answers all.
+    const auto now = std::chrono::steady_clock::now();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      welcome_.reset();
+    }
+    if (now - last_hello_ >= std::chrono::milliseconds(200)) {
+      say_hello();
+    }
+    return;
+  }
+  if (handler_) handler_(m);
+}
+
+void RankLink::loop() {
+  using Clock = std::chrono::steady_clock;
+  say_hello();
+  Clock::time_point last_beat = Clock::now();
+  while (!stop_.load()) {
+    std::deque<proto::Envelope> out;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (fatal_) break;
+      out.swap(outbox_);
+    }
+    for (auto& m : out) {
+      m.set_protocol(protocol_);
+      (void)client_->send(m);
+    }
+    auto incoming = client_->receive(std::chrono::milliseconds(20));
+    if (incoming.ok() && incoming->has_value()) handle(**incoming);
+    if (auto failure = client_->auth_failure()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      fatal_ = *failure;
+      cv_.notify_all();
+      break;
+    }
+    const auto now = Clock::now();
+    bool welcomed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      welcomed = welcome_.has_value();
+    }
+    if (leaving_) continue;
+    if (!welcomed && now - last_hello_ >= options_.hello_retry) say_hello();
+    if (welcomed && now - last_beat >= options_.heartbeat) {
+      proto::Envelope e = envelope();
+      proto::Heartbeat& hb = *e.mutable_heartbeat();
+      hb.set_rank(options_.rank);
+      if (auto held = held_ ? held_() : std::nullopt) {
+        hb.set_holds_version(true);
+        hb.set_held_version(*held);
+      }
+      (void)client_->send(e);
+      last_beat = now;
+    }
+  }
+}
+
+Result<proto::Welcome> RankLink::wait_welcome(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_until(lock, deadline, [&] { return welcome_.has_value() || fatal_; })) {
+    return deadline_exceeded("rank " + std::to_string(options_.rank) +
+                             ": no Welcome from the coordinator before the deadline");
+  }
+  if (fatal_) return failed_precondition(*fatal_);
+  return *welcome_;
+}
+
+std::optional<proto::Welcome> RankLink::welcome() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return welcome_;
+}
+
+std::optional<std::string> RankLink::fatal_error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fatal_;
+}
+
+void RankLink::stop(const std::string& reason, std::chrono::milliseconds flush) {
+  if (!thread_.joinable()) return;
+  if (!reason.empty()) {
+    leaving_ = true;
+    proto::Envelope e = envelope();
+    e.mutable_leave()->set_rank(options_.rank);
+    e.mutable_leave()->set_reason(reason);
+    send(std::move(e));
+    const auto until = std::chrono::steady_clock::now() + flush;
+    while (std::chrono::steady_clock::now() < until) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (outbox_.empty() || fatal_) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    // The socket closes without linger: give ZeroMQ's I/O thread a moment to put it on the wire.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  stop_ = true;
+  thread_.join();
+}
+
+}  // namespace weightcast

@@ -1,0 +1,261 @@
+#include "src/endpoint/subscriber.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <utility>
+
+#include "codec/delta_manifest.h"
+#include "src/endpoint/tensor_staging.h"
+#include "transport/fs/catch_up_reader.h"
+#include "transport/fs/journal_files.h"
+#include "transport/fs/journal_layout.h"
+
+namespace weightcast {
+
+Subscriber::Subscriber(proto::GroupConfig config, SubscriberOptions options)
+    : config_(std::move(config)), options_(std::move(options)) {}
+
+Result<std::unique_ptr<Subscriber>> Subscriber::create(const proto::GroupConfig& config,
+                                                       SubscriberOptions options) {
+  std::unique_ptr<Subscriber> s(new Subscriber(config, std::move(options)));
+  s->pool_ = std::make_unique<ThreadPool>(s->options_.threads);
+  return s;
+}
+
+Subscriber::~Subscriber() {
+  stop();
+}
+
+Status Subscriber::register_tensor(const TensorRef& destination) {
+  RETURN_IF_ERROR(check_stageable(destination));
+  if (link_) {
+    return failed_precondition("tensor '" + destination.name + "' registered after connect()");
+  }
+  for (const auto& t : tensors_) {
+    if (t.name == destination.name) {
+      return invalid_argument("tensor '" + destination.name + "' registered twice");
+    }
+  }
+  tensors_.push_back(destination);
+  return ok_status();
+}
+
+Status Subscriber::register_from_journal(EndpointDeadline deadline) {
+  const JournalLayout layout(config_.journal_root());
+  std::error_code ec;
+  while (!std::filesystem::exists(layout.head(), ec)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return deadline_exceeded("no journal HEAD at " + layout.head() + " before the deadline");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSIGN_OR_RETURN(proto::JournalHead head, read_head_file(layout.head()));
+  ASSIGN_OR_RETURN(proto::StepManifest manifest,
+                   read_manifest_file(layout.manifest(head.version())));
+  for (const auto& t : manifest.tensors()) {
+    ASSIGN_OR_RETURN(DType dtype, dtype_from_proto(t.dtype()));
+    TensorRef ref;
+    ref.name = t.name();
+    ref.dtype = dtype;
+    ref.shape.assign(t.shape().begin(), t.shape().end());
+    owned_.emplace_back(ref.numel() * ref.element_size());
+    ref.data = owned_.back().data();
+    RETURN_IF_ERROR(register_tensor(ref));
+  }
+  return ok_status();
+}
+
+Status Subscriber::connect() {
+  if (link_) return failed_precondition("connect() called twice");
+  if (tensors_.empty()) return failed_precondition("connect() before any tensor was registered");
+  std::vector<ReaderDestination> dest;
+  for (const auto& t : tensors_) {
+    staging_.emplace_back(t.numel() * t.element_size());
+    dest.push_back({t.name, t.dtype, t.shape, staging_.back()});
+  }
+  live_checksums_.assign(tensors_.size(), std::nullopt);
+  CatchUpOptions reader;
+  reader.pool = pool_.get();
+  reader.lease_holder = "rank-" + std::to_string(options_.rank);
+  reader.lease_ttl_ms = config_.timeouts().lease_ttl_ms();
+  reader.log = options_.log;
+  reader_ = std::make_unique<CatchUpReader>(config_.journal_root(), std::move(dest), reader);
+
+  RankLinkOptions link;
+  link.rank = options_.rank;
+  link.role = proto::ROLE_SUBSCRIBER;
+  link.heartbeat = std::chrono::milliseconds(config_.timeouts().heartbeat_ms());
+  link.log = options_.log;
+  auto started = RankLink::start(
+      config_, link, [this](const proto::Envelope& m) { on_message(m); },
+      [this] { return current_version(); });
+  if (!started.ok()) {
+    stop("");
+    return started.status();
+  }
+  link_ = std::move(started).value();
+  // After link_ is set: the worker sends on it. Messages before this only set the target.
+  worker_ = std::thread([this] { worker(); });
+  return ok_status();
+}
+
+void Subscriber::on_message(const proto::Envelope& m) {
+  std::optional<uint64_t> target;
+  bool retry = false;
+  if (m.has_welcome() && m.welcome().has_head()) target = m.welcome().head_version();
+  if (m.has_offer()) target = m.offer().version();
+  if (m.has_recover()) {
+    target = m.recover().target_version();
+    retry = true;
+    if (options_.log)
+      options_.log("subscriber: recover to v" + std::to_string(*target) + ": " +
+                   m.recover().reason());
+  }
+  if (!target) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!target_ || *target > *target_) target_ = *target;
+  retry_requested_ = retry_requested_ || retry || (current_ && *current_ >= *target);
+  cv_.notify_all();
+}
+
+void Subscriber::attempt(uint64_t target) {
+  const auto started = std::chrono::steady_clock::now();
+  const std::optional<uint64_t> before = reader_->held();
+  auto report = reader_->catch_up(target);
+  proto::Envelope e;
+  if (!report.ok()) {
+    proto::Nack& nack = *e.mutable_nack();
+    nack.set_version(target);
+    nack.set_rank(options_.rank);
+    nack.set_reason(report.status().message().substr(0, 2000));
+    if (options_.log) {
+      options_.log("subscriber: cannot reach v" + std::to_string(target) + ": " +
+                   report.status().message());
+    }
+    link_->send(std::move(e));
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.nacks;
+    return;
+  }
+  const uint64_t version = report->version;
+  if (before != reader_->held() || !current_ || *current_ != version) {
+    if (options_.before_apply) options_.before_apply(version);
+    std::vector<size_t> changed;
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+      if (!live_checksums_[i] || *live_checksums_[i] != reader_->checksum(i)) changed.push_back(i);
+    }
+    pool_->parallel_for(changed.size(), [&](size_t k) {
+      scatter_tensor(staging_[changed[k]], tensors_[changed[k]]);
+    });
+    for (size_t i : changed) live_checksums_[i] = reader_->checksum(i);
+    if (options_.after_apply) options_.after_apply(version);
+  }
+  const uint64_t apply_us =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                std::chrono::steady_clock::now() - started)
+                                .count());
+  proto::Ack& ack = *e.mutable_ack();
+  ack.set_version(version);
+  ack.set_rank(options_.rank);
+  ack.set_apply_us(apply_us);
+  std::vector<uint64_t> checksums;
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    proto::TensorChecksum& c = *ack.add_checksums();
+    c.set_name(tensors_[i].name);
+    c.set_checksum(reader_->checksum(i));
+    checksums.push_back(reader_->checksum(i));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    current_ = version;
+    current_checksums_ = std::move(checksums);
+    ++stats_.versions_applied;
+    stats_.anchors_loaded += report->anchors_loaded;
+    stats_.last_apply_us = apply_us;
+    cv_.notify_all();
+  }
+  link_->send(std::move(e));
+}
+
+void Subscriber::worker() {
+  auto backoff = std::chrono::milliseconds(0);
+  std::chrono::steady_clock::time_point not_before{};
+  while (true) {
+    uint64_t target;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_until(lock,
+                     not_before > std::chrono::steady_clock::now()
+                         ? not_before
+                         : std::chrono::steady_clock::now() + std::chrono::hours(1),
+                     [&] {
+                       return stopping_ ||
+                              (target_ && (!current_ || *current_ < *target_ || retry_requested_) &&
+                               std::chrono::steady_clock::now() >= not_before);
+                     });
+      if (stopping_) return;
+      if (!target_ || (current_ && *current_ >= *target_ && !retry_requested_) ||
+          std::chrono::steady_clock::now() < not_before) {
+        continue;
+      }
+      target = *target_;
+      retry_requested_ = false;
+    }
+    const uint64_t nacks_before = stats().nacks;
+    attempt(target);
+    if (stats().nacks > nacks_before) {
+      backoff = std::min<std::chrono::milliseconds>(
+          std::chrono::milliseconds(4000),
+          backoff.count() ? backoff * 2 : std::chrono::milliseconds(250));
+      not_before = std::chrono::steady_clock::now() + backoff;
+    } else {
+      backoff = std::chrono::milliseconds(0);
+      not_before = {};
+    }
+  }
+}
+
+std::optional<uint64_t> Subscriber::current_version() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return current_;
+}
+
+Status Subscriber::wait_for_version(uint64_t version, EndpointDeadline deadline) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool reached = cv_.wait_until(lock, deadline, [&] {
+    return (current_ && *current_ >= version) || (link_ && link_->fatal_error());
+  });
+  if (link_ && link_->fatal_error()) return failed_precondition(*link_->fatal_error());
+  if (!reached) {
+    return deadline_exceeded("rank " + std::to_string(options_.rank) + ": version " +
+                             std::to_string(version) + " not reached before the deadline (holds " +
+                             (current_ ? std::to_string(*current_) : "nothing") + ")");
+  }
+  return ok_status();
+}
+
+SubscriberStats Subscriber::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+std::optional<std::string> Subscriber::fatal_error() const {
+  return link_ ? link_->fatal_error() : std::nullopt;
+}
+
+uint64_t Subscriber::checksum(size_t i) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return i < current_checksums_.size() ? current_checksums_[i] : 0;
+}
+
+void Subscriber::stop(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (worker_.joinable()) worker_.join();
+  if (link_) link_->stop(reason);
+}
+
+}  // namespace weightcast

@@ -1,0 +1,105 @@
+// The subscriber endpoint an inference engine embeds (DESIGN §1): register the engine's
+// tensors (whole, shards, strided views of packed parameters), connect, and versions arrive.
+//
+// For every Offer (and every Recover, and a Welcome naming a newer head) a worker brings a
+// staging copy of the tensors to the target through the journal (delta from the version
+// held, or anchor + deltas; every part's XXH3 and every tensor's checksum verified), then
+// calls before_apply(v), copies the tensors that changed into the engine's memory, calls
+// after_apply(v) and acks v with every checksum. The engine's tensors are only ever written
+// from a verified staging copy, so they hold the last verified version or the new one and
+// never anything in between (invariant 1); a failure is nacked and the engine keeps its
+// version until a Recover succeeds. Failed attempts back off (0.25 s doubling to 4 s).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "codec/status.h"
+#include "codec/tensor_ref.h"
+#include "codec/thread_pool.h"
+#include "src/endpoint/publisher.h"
+#include "src/endpoint/rank_link.h"
+#include "weightcast/group_config.pb.h"
+
+namespace weightcast {
+
+class CatchUpReader;
+
+struct SubscriberOptions {
+  uint32_t rank = 0;
+  size_t threads = 0;  // apply threads (0: hardware concurrency)
+  ControlLog log;
+  // Around the copy into the engine's tensors, on the subscriber's worker thread.
+  std::function<void(uint64_t version)> before_apply;
+  std::function<void(uint64_t version)> after_apply;
+};
+
+struct SubscriberStats {
+  uint64_t versions_applied = 0;
+  uint64_t nacks = 0;
+  uint64_t anchors_loaded = 0;
+  uint64_t last_apply_us = 0;
+};
+
+class Subscriber {
+ public:
+  static Result<std::unique_ptr<Subscriber>> create(const proto::GroupConfig& config,
+                                                    SubscriberOptions options);
+  ~Subscriber();
+
+  // Before connect(); names unique, host memory.
+  Status register_tensor(const TensorRef& destination);
+  // For a rank without an engine (weightcastd): waits for the journal's HEAD, then allocates
+  // and registers a tensor for each of the head's tensors.
+  Status register_from_journal(EndpointDeadline deadline);
+
+  // Starts the worker and says Hello to the coordinator.
+  Status connect();
+
+  std::optional<uint64_t> current_version() const;
+  Status wait_for_version(uint64_t version, EndpointDeadline deadline) const;
+  SubscriberStats stats() const;
+  std::optional<std::string> fatal_error() const;
+  // C() of registered tensor i at current_version().
+  uint64_t checksum(size_t i) const;
+  const std::vector<TensorRef>& tensors() const { return tensors_; }
+
+  // Lets an apply in progress finish (it is then acked), sends Leave, disconnects.
+  void stop(const std::string& reason = "subscriber stopping");
+
+ private:
+  Subscriber(proto::GroupConfig config, SubscriberOptions options);
+  void on_message(const proto::Envelope& message);
+  void worker();
+  void attempt(uint64_t target);
+
+  proto::GroupConfig config_;
+  SubscriberOptions options_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::vector<TensorRef> tensors_;
+  std::vector<std::vector<uint8_t>> owned_;    // register_from_journal's tensors
+  std::vector<std::vector<uint8_t>> staging_;  // what the journal reader writes
+  std::vector<std::optional<uint64_t>> live_checksums_;
+  std::unique_ptr<CatchUpReader> reader_;
+  std::unique_ptr<RankLink> link_;
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::optional<uint64_t> target_;
+  bool retry_requested_ = false;
+  std::optional<uint64_t> current_;
+  std::vector<uint64_t> current_checksums_;
+  SubscriberStats stats_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace weightcast

@@ -1,0 +1,368 @@
+// decode_envelope refuses every malformed or oversized frame with a message naming the
+// problem, and every body kind survives encode -> decode.
+#include "src/control/messages.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace weightcast {
+namespace {
+
+std::span<const uint8_t> as_bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+proto::Envelope envelope(uint32_t rank = 3) {
+  proto::Envelope m;
+  m.set_protocol(kProtocolMax);
+  m.set_rank(rank);
+  return m;
+}
+
+proto::Envelope offer_with(size_t checksums) {
+  proto::Envelope m = envelope(0);
+  m.set_from_coordinator(true);
+  proto::Offer* offer = m.mutable_offer();
+  offer->set_version(12);
+  offer->set_has_base(true);
+  offer->set_base_version(11);
+  offer->set_transport("shm");
+  for (size_t i = 0; i < checksums; ++i) {
+    proto::TensorChecksum* c = offer->add_checksums();
+    c->set_name("layers." + std::to_string(i) + ".weight");
+    c->set_checksum(0x1234567800000000ull + i);
+  }
+  return m;
+}
+
+// One envelope of every body kind, with every string and repeated field set.
+std::vector<proto::Envelope> every_body_kind() {
+  std::vector<proto::Envelope> all;
+  proto::Envelope m = envelope();
+  proto::Hello* hello = m.mutable_hello();
+  hello->set_protocol_min(1);
+  hello->set_protocol_max(1);
+  hello->set_role(proto::ROLE_SUBSCRIBER);
+  hello->set_rank(3);
+  hello->set_holds_version(true);
+  hello->set_held_version(11);
+  hello->add_transports("shm");
+  hello->add_transports("tcp");
+  hello->set_host("node-7");
+  hello->set_pid(4242);
+  all.push_back(m);
+
+  m = envelope(0);
+  m.set_from_coordinator(true);
+  proto::Welcome* welcome = m.mutable_welcome();
+  welcome->set_protocol(1);
+  welcome->set_has_head(true);
+  welcome->set_head_version(12);
+  welcome->set_committed_version(11);
+  welcome->set_transport("shm");
+  welcome->set_journal_root("/journal");
+  welcome->set_plan("live");
+  all.push_back(m);
+
+  m = envelope(0);
+  m.mutable_refuse()->set_reason("unknown rank 9");
+  m.mutable_refuse()->set_fatal(true);
+  all.push_back(m);
+
+  all.push_back(offer_with(3));
+
+  m = envelope();
+  m.mutable_ack()->set_version(12);
+  m.mutable_ack()->set_rank(3);
+  m.mutable_ack()->set_apply_us(1500);
+  *m.mutable_ack()->add_checksums() = offer_with(1).offer().checksums(0);
+  all.push_back(m);
+
+  m = envelope();
+  m.mutable_nack()->set_version(12);
+  m.mutable_nack()->set_rank(3);
+  m.mutable_nack()->set_reason("checksum mismatch");
+  m.mutable_nack()->add_tensors("layers.0.weight");
+  all.push_back(m);
+
+  m = envelope(0);
+  m.mutable_recover()->set_target_version(12);
+  m.mutable_recover()->set_from_anchor(true);
+  m.mutable_recover()->set_reason("missed v10");
+  all.push_back(m);
+
+  m = envelope(0);
+  m.mutable_commit()->set_version(12);
+  all.push_back(m);
+
+  m = envelope();
+  m.mutable_heartbeat()->set_rank(3);
+  m.mutable_heartbeat()->set_busy(true);
+  all.push_back(m);
+
+  m = envelope();
+  m.mutable_leave()->set_rank(3);
+  m.mutable_leave()->set_reason("shutting down");
+  all.push_back(m);
+
+  m = envelope();
+  m.mutable_status_request();
+  all.push_back(m);
+
+  m = envelope(0);
+  proto::StatusReply* reply = m.mutable_status_reply();
+  reply->set_group_id("g1");
+  reply->set_has_head(true);
+  reply->set_head_version(12);
+  proto::MemberStatus* member = reply->add_members();
+  member->set_rank(3);
+  member->set_state("live");
+  member->set_transport("shm");
+  member->set_host("node-7");
+  all.push_back(m);
+  return all;
+}
+
+std::string decode_error(const proto::Envelope& m, const MessageLimits& limits = {}) {
+  const std::string frame = encode_envelope(m);
+  auto decoded = decode_envelope(as_bytes(frame), limits);
+  EXPECT_FALSE(decoded.ok()) << describe_envelope(m);
+  if (decoded.ok()) return "";
+  EXPECT_EQ(decoded.status().code(), StatusCode::kInvalidArgument);
+  return decoded.status().message();
+}
+
+MessageLimits small_strings() {
+  MessageLimits limits;
+  limits.max_string_bytes = 8;
+  return limits;
+}
+
+const std::string kLong(9, 'x');
+
+TEST(ControlMessageDecode, EmptyFrame) {
+  auto decoded = decode_envelope({});
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().message(), "control message: empty frame");
+}
+
+TEST(ControlMessageDecode, RandomBytes) {
+  // Wire type 7 does not exist, so no prefix of these bytes is a message.
+  const std::vector<uint8_t> garbage = {0x0f, 0xff, 0x13, 0x37, 0x00, 0xfe, 0x99};
+  auto decoded = decode_envelope(garbage);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().message(),
+            "control message: frame of 7 bytes is not a valid Envelope (malformed protobuf, or a "
+            "string that is not UTF-8)");
+}
+
+TEST(ControlMessageDecode, StringThatIsNotUtf8) {
+  proto::Envelope m = envelope();
+  m.mutable_leave()->set_reason("\xff\xfe bad");
+  EXPECT_NE(decode_error(m).find("not UTF-8"), std::string::npos);
+}
+
+TEST(ControlMessageDecode, TruncatedValidFrame) {
+  const std::string frame = encode_envelope(offer_with(4));
+  for (size_t cut = 1; cut < frame.size(); ++cut) {
+    auto decoded = decode_envelope(as_bytes(frame).first(cut));
+    ASSERT_FALSE(decoded.ok()) << "prefix of " << cut << " bytes";
+    EXPECT_FALSE(decoded.status().message().empty());
+  }
+}
+
+TEST(ControlMessageDecode, OversizedFrame) {
+  MessageLimits limits;
+  limits.max_bytes = 64;
+  const std::string frame = encode_envelope(offer_with(10));
+  EXPECT_EQ(decode_error(offer_with(10), limits),
+            "control message: frame of " + std::to_string(frame.size()) + " bytes, limit 64");
+}
+
+TEST(ControlMessageDecode, NoBody) {
+  EXPECT_EQ(decode_error(envelope()), "control message: envelope has no body");
+}
+
+TEST(ControlMessageDecode, ProtocolZero) {
+  proto::Envelope m = offer_with(1);
+  m.set_protocol(0);
+  EXPECT_EQ(decode_error(m),
+            "control message: offer has protocol 0 (the sender must name its protocol)");
+}
+
+TEST(ControlMessageDecode, TooManyChecksums) {
+  MessageLimits limits;
+  limits.max_checksums = 4;
+  EXPECT_EQ(decode_error(offer_with(5), limits), "control message: offer has 5 checksums, limit 4");
+
+  proto::Envelope ack = envelope();
+  for (int i = 0; i < 5; ++i) ack.mutable_ack()->add_checksums()->set_checksum(i);
+  EXPECT_EQ(decode_error(ack, limits), "control message: ack has 5 checksums, limit 4");
+
+  proto::Envelope nack = envelope();
+  for (int i = 0; i < 5; ++i) nack.mutable_nack()->add_tensors("t");
+  EXPECT_EQ(decode_error(nack, limits), "control message: nack has 5 tensors, limit 4");
+}
+
+TEST(ControlMessageDecode, TooManyChecksumsAtTheDefaultLimit) {
+  MessageLimits limits;
+  limits.max_bytes = size_t{64} << 20;
+  proto::Envelope m = envelope();
+  m.mutable_offer()->mutable_checksums()->Reserve(2000000);
+  for (int i = 0; i < 2000000; ++i) m.mutable_offer()->add_checksums()->set_checksum(i);
+  EXPECT_EQ(decode_error(m, limits), "control message: offer has 2000000 checksums, limit 1048576");
+}
+
+TEST(ControlMessageDecode, TooManyTransports) {
+  proto::Envelope m = every_body_kind()[0];
+  for (int i = 0; i < 15; ++i) m.mutable_hello()->add_transports("t" + std::to_string(i));
+  EXPECT_EQ(decode_error(m), "control message: hello has 17 transports, limit 16");
+}
+
+TEST(ControlMessageDecode, TooManyMembers) {
+  MessageLimits limits;
+  limits.max_members = 2;
+  proto::Envelope m = every_body_kind().back();
+  m.mutable_status_reply()->add_members();
+  m.mutable_status_reply()->add_members();
+  EXPECT_EQ(decode_error(m, limits), "control message: status_reply has 3 members, limit 2");
+}
+
+TEST(ControlMessageDecode, TooLongStringInHello) {
+  proto::Envelope m = every_body_kind()[0];
+  m.mutable_hello()->set_host(kLong);
+  EXPECT_EQ(decode_error(m, small_strings()), "control message: hello host is 9 bytes, limit 8");
+  m = every_body_kind()[0];
+  m.mutable_hello()->set_transports(1, kLong);
+  EXPECT_EQ(decode_error(m, small_strings()),
+            "control message: hello transport 1 is 9 bytes, limit 8");
+}
+
+TEST(ControlMessageDecode, TooLongStringInWelcome) {
+  for (const char* field : {"transport", "journal_root", "plan"}) {
+    proto::Envelope m = every_body_kind()[1];
+    proto::Welcome* w = m.mutable_welcome();
+    const std::string f = field;
+    (f == "transport" ? *w->mutable_transport()
+     : f == "plan"    ? *w->mutable_plan()
+                      : *w->mutable_journal_root()) = kLong;
+    EXPECT_EQ(decode_error(m, small_strings()),
+              "control message: welcome " + f + " is 9 bytes, limit 8");
+  }
+}
+
+TEST(ControlMessageDecode, TooLongStringInRefuse) {
+  proto::Envelope m = every_body_kind()[2];
+  m.mutable_refuse()->set_reason(kLong);
+  EXPECT_EQ(decode_error(m, small_strings()), "control message: refuse reason is 9 bytes, limit 8");
+}
+
+TEST(ControlMessageDecode, TooLongStringInOffer) {
+  proto::Envelope m = offer_with(3);
+  m.mutable_offer()->mutable_checksums(2)->set_name(std::string(5000, 'n'));
+  EXPECT_EQ(decode_error(m), "control message: offer checksum 2 name is 5000 bytes, limit 4096");
+  m = offer_with(0);
+  m.mutable_offer()->set_transport(kLong);
+  EXPECT_EQ(decode_error(m, small_strings()),
+            "control message: offer transport is 9 bytes, limit 8");
+}
+
+TEST(ControlMessageDecode, TooLongStringInAck) {
+  proto::Envelope m = every_body_kind()[4];
+  m.mutable_ack()->mutable_checksums(0)->set_name(kLong);
+  EXPECT_EQ(decode_error(m, small_strings()),
+            "control message: ack checksum 0 name is 9 bytes, limit 8");
+}
+
+TEST(ControlMessageDecode, TooLongStringInNack) {
+  proto::Envelope m = every_body_kind()[5];
+  m.mutable_nack()->set_reason(kLong);
+  EXPECT_EQ(decode_error(m, small_strings()), "control message: nack reason is 9 bytes, limit 8");
+  m = every_body_kind()[5];
+  m.mutable_nack()->set_reason("short");
+  m.mutable_nack()->set_tensors(0, kLong);
+  EXPECT_EQ(decode_error(m, small_strings()), "control message: nack tensor 0 is 9 bytes, limit 8");
+}
+
+TEST(ControlMessageDecode, TooLongStringInRecover) {
+  proto::Envelope m = every_body_kind()[6];
+  m.mutable_recover()->set_reason(kLong);
+  EXPECT_EQ(decode_error(m, small_strings()),
+            "control message: recover reason is 9 bytes, limit 8");
+}
+
+TEST(ControlMessageDecode, TooLongStringInLeave) {
+  proto::Envelope m = every_body_kind()[9];
+  m.mutable_leave()->set_reason(kLong);
+  EXPECT_EQ(decode_error(m, small_strings()), "control message: leave reason is 9 bytes, limit 8");
+}
+
+TEST(ControlMessageDecode, TooLongStringInStatusReply) {
+  proto::Envelope m = every_body_kind().back();
+  m.mutable_status_reply()->set_group_id(kLong);
+  EXPECT_EQ(decode_error(m, small_strings()),
+            "control message: status_reply group_id is 9 bytes, limit 8");
+  for (const char* field : {"state", "transport", "host"}) {
+    m = every_body_kind().back();
+    proto::MemberStatus* member = m.mutable_status_reply()->add_members();
+    const std::string f = field;
+    (f == "state"  ? *member->mutable_state()
+     : f == "host" ? *member->mutable_host()
+                   : *member->mutable_transport()) = kLong;
+    EXPECT_EQ(decode_error(m, small_strings()),
+              "control message: status_reply member 1 " + f + " is 9 bytes, limit 8");
+  }
+}
+
+TEST(ControlMessageRoundTrip, EveryBodyKind) {
+  const std::vector<proto::Envelope> all = every_body_kind();
+  ASSERT_EQ(all.size(), 12u);  // one per member of Envelope.body
+  std::set<std::string> names;
+  for (const proto::Envelope& m : all) {
+    SCOPED_TRACE(body_name(m));
+    names.insert(body_name(m));
+    const std::string frame = encode_envelope(m);
+    auto decoded = decode_envelope(as_bytes(frame));
+    ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+    EXPECT_EQ(decoded->DebugString(), m.DebugString());
+    EXPECT_EQ(encode_envelope(*decoded), frame);
+  }
+  EXPECT_EQ(names.size(), all.size());
+  EXPECT_EQ(names.count("empty"), 0u);
+}
+
+TEST(ControlMessageDescribe, OneLinePerBodyKind) {
+  const std::vector<proto::Envelope> all = every_body_kind();
+  std::vector<std::string> lines;
+  for (const proto::Envelope& m : all) lines.push_back(describe_envelope(m));
+  EXPECT_EQ(lines[0],
+            "hello from rank 3 (subscriber, protocol 1-1, holds v11, transports shm,tcp, "
+            "node-7:4242)");
+  EXPECT_EQ(lines[1], "welcome protocol 1 (head v12, committed v11, transport shm, plan live)");
+  EXPECT_EQ(lines[2], "refuse (fatal): unknown rank 9");
+  EXPECT_EQ(lines[3], "offer v12 base 11 (3 tensors)");
+  EXPECT_EQ(lines[4], "ack v12 from rank 3");
+  EXPECT_EQ(lines[5], "nack v12 from rank 3: checksum mismatch");
+  EXPECT_EQ(lines[6], "recover to v12 from an anchor: missed v10");
+  EXPECT_EQ(lines[7], "commit v12");
+  EXPECT_EQ(lines[8], "heartbeat from rank 3 (holds nothing, busy)");
+  EXPECT_EQ(lines[9], "leave from rank 3: shutting down");
+  EXPECT_EQ(lines[10], "status_request from rank 3");
+  EXPECT_EQ(lines[11], "status_reply group g1 (head v12, committed none, 1 members)");
+  EXPECT_EQ(describe_envelope(envelope()), "empty");
+  EXPECT_EQ(body_name(envelope()), "empty");
+}
+
+TEST(ControlMessageDescribe, LongReasonsAreCutToOneShortLine) {
+  proto::Envelope m = every_body_kind()[9];
+  m.mutable_leave()->set_reason(std::string(1000, 'r') + "\nsecond line");
+  const std::string line = describe_envelope(m);
+  EXPECT_LT(line.size(), 200u);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace weightcast

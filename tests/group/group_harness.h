@@ -1,0 +1,111 @@
+// Helpers of the rank group tests: a temp group (config, keys, free loopback port), ranks as
+// real weightcastd processes (fork + exec, killed with any signal), an in-process coordinator
+// thread, and bounded waits.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/control/coordinator.h"
+#include "src/control/group_status.h"
+#include "weightcast/group_config.pb.h"
+
+namespace weightcast::testing {
+
+struct GroupSpec {
+  uint32_t subscribers = 2;
+  bool curve = false;
+  uint64_t parameters = 200000;  // the demo model a weightcastd publisher publishes
+  double density = 0.01;
+  uint64_t versions = 6;
+  uint32_t step_interval_ms = 0;
+  uint64_t anchor_every = 5;
+  uint32_t heartbeat_ms = 100;
+  uint32_t dead_after_ms = 1500;
+  uint32_t ack_timeout_ms = 20000;
+  uint32_t lease_ttl_ms = 60000;
+  uint32_t max_in_flight = 2;
+};
+
+// A group in a fresh temp directory: rank 0 coordinator, 1 publisher, 2.. subscribers.
+class TestGroup {
+ public:
+  explicit TestGroup(const GroupSpec& spec);
+  ~TestGroup();
+
+  const std::string& dir() const { return dir_; }
+  const std::string& config_path() const { return config_path_; }
+  const proto::GroupConfig& config() const { return config_; }
+  std::string journal() const { return dir_ + "/journal"; }
+  uint32_t subscriber_rank(uint32_t i) const { return 2 + i; }
+
+  // Rewrites group.yaml with `extra` appended to the YAML (tests of bad configs).
+  std::string write_config_variant(const std::string& name, const std::string& yaml) const;
+  // The YAML text of the config.
+  const std::string& yaml() const { return yaml_; }
+
+ private:
+  std::string dir_;
+  std::string config_path_;
+  std::string yaml_;
+  proto::GroupConfig config_;
+};
+
+// One weightcastd process; killed with SIGKILL on destruction if still running.
+class RankProcess {
+ public:
+  RankProcess(const std::string& config_path, uint32_t rank, const std::string& log_path,
+              std::vector<std::string> extra_args = {});
+  ~RankProcess();
+  pid_t pid() const { return pid_; }
+  void signal(int sig) const;
+  // Exit status (or 128 + signal) once the process ended, nullopt at the timeout.
+  std::optional<int> wait_exit(std::chrono::milliseconds timeout);
+  std::string log() const;
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_path_;
+  std::optional<int> exit_;
+};
+
+// A Coordinator served by a thread of the test process.
+class CoordinatorThread {
+ public:
+  explicit CoordinatorThread(const proto::GroupConfig& config);
+  ~CoordinatorThread();
+  bool ok() const { return coordinator_ != nullptr; }
+  const std::string& error() const { return error_; }
+  void stop();
+
+ private:
+  std::unique_ptr<Coordinator> coordinator_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::string error_;
+};
+
+// Polls `predicate` every 20 ms until it holds or `timeout` passes.
+bool eventually(const std::function<bool()>& predicate, std::chrono::milliseconds timeout);
+
+// The coordinator's status (nullopt when it does not answer within a second).
+std::optional<proto::StatusReply> group_status(const proto::GroupConfig& config);
+
+// The member of `rank` in `status`, when present.
+const proto::MemberStatus* member(const proto::StatusReply& status, uint32_t rank);
+
+// Every subscriber result recorded in `status` (rank, version, result) that is "mismatch"
+// or "nack", as text; empty when none.
+std::string bad_results(const proto::StatusReply& status);
+
+std::string weightcastd_path();
+
+}  // namespace weightcast::testing

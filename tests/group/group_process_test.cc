@@ -1,0 +1,223 @@
+// Rank groups as real processes (weightcastd) on loopback: join and leave, a coordinator and
+// a publisher killed with SIGKILL and restarted, a subscriber that stops heartbeating, bad
+// configs. Every wait is bounded; a failing test prints the ranks' logs.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+#include <filesystem>
+
+#include "tests/group/group_harness.h"
+#include "transport/fs/journal_layout.h"
+
+namespace weightcast::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// Every subscriber of `group` holds `version`, live, and the group committed it.
+bool all_at(const TestGroup& group, uint32_t subscribers, uint64_t version) {
+  auto s = group_status(group.config());
+  if (!s || !s->has_committed() || s->committed_version() < version) return false;
+  for (uint32_t i = 0; i < subscribers; ++i) {
+    const auto* m = member(*s, group.subscriber_rank(i));
+    if (!m || m->state() != "live" || !m->holds_version() || m->held_version() != version) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string logs(const std::vector<RankProcess*>& ranks) {
+  std::string out;
+  for (auto* r : ranks) out += "---- pid " + std::to_string(r->pid()) + "\n" + r->log();
+  return out;
+}
+
+TEST(GroupProcess, JoinCommitAndLeave) {
+  GroupSpec spec;
+  spec.curve = true;
+  spec.versions = 6;
+  TestGroup g(spec);
+  RankProcess coordinator(g.config_path(), 0, g.dir() + "/r0.log");
+  RankProcess sub2(g.config_path(), 2, g.dir() + "/r2.log");
+  RankProcess sub3(g.config_path(), 3, g.dir() + "/r3.log");
+  RankProcess publisher(g.config_path(), 1, g.dir() + "/r1.log", {"--stay"});
+  const auto all = [&] { return logs({&coordinator, &publisher, &sub2, &sub3}); };
+  ASSERT_TRUE(eventually([&] { return all_at(g, 2, 6); }, seconds(60))) << all();
+  auto s = group_status(g.config());
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(bad_results(*s), "") << all();
+  EXPECT_EQ(s->head_version(), 6u);
+  ASSERT_NE(member(*s, 1), nullptr);
+  EXPECT_EQ(member(*s, 1)->state(), "live");
+
+  // SIGTERM: a clean exit and a Leave the coordinator records.
+  sub3.signal(SIGTERM);
+  EXPECT_EQ(sub3.wait_exit(seconds(20)), 0) << sub3.log();
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto t = group_status(g.config());
+        return t && member(*t, 3) && member(*t, 3)->state() == "left";
+      },
+      seconds(10)))
+      << all();
+  publisher.signal(SIGTERM);
+  sub2.signal(SIGTERM);
+  coordinator.signal(SIGTERM);
+  EXPECT_EQ(publisher.wait_exit(seconds(20)), 0) << publisher.log();
+  EXPECT_EQ(sub2.wait_exit(seconds(20)), 0) << sub2.log();
+  EXPECT_EQ(coordinator.wait_exit(seconds(20)), 0) << coordinator.log();
+}
+
+TEST(GroupProcess, CoordinatorKilledAndRestartedMidRun) {
+  GroupSpec spec;
+  spec.versions = 12;
+  spec.step_interval_ms = 150;
+  TestGroup g(spec);
+  auto coordinator = std::make_unique<RankProcess>(g.config_path(), 0, g.dir() + "/r0.log");
+  RankProcess sub2(g.config_path(), 2, g.dir() + "/r2.log");
+  RankProcess sub3(g.config_path(), 3, g.dir() + "/r3.log");
+  RankProcess publisher(g.config_path(), 1, g.dir() + "/r1.log", {"--stay"});
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto s = group_status(g.config());
+        return s && s->has_committed() && s->committed_version() >= 3;
+      },
+      seconds(60)))
+      << logs({coordinator.get(), &publisher, &sub2, &sub3});
+  coordinator->signal(SIGKILL);
+  ASSERT_TRUE(coordinator->wait_exit(seconds(10)).has_value());
+  // The ranks keep going (the journal is the data path); a new coordinator rebuilds its
+  // state from the journal HEAD and the ranks' Hellos.
+  std::this_thread::sleep_for(milliseconds(500));
+  coordinator = std::make_unique<RankProcess>(g.config_path(), 0, g.dir() + "/r0b.log");
+  ASSERT_TRUE(eventually([&] { return all_at(g, 2, 12); }, seconds(90)))
+      << logs({coordinator.get(), &publisher, &sub2, &sub3});
+  auto s = group_status(g.config());
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(bad_results(*s), "");
+  EXPECT_NE(coordinator->log().find("journal"), std::string::npos);
+}
+
+TEST(GroupProcess, PublisherKilledMidPublishAndRestarted) {
+  GroupSpec spec;
+  spec.parameters = 3000000;  // publications long enough to be killed inside one
+  spec.versions = 10;
+  TestGroup g(spec);
+  RankProcess coordinator(g.config_path(), 0, g.dir() + "/r0.log");
+  RankProcess sub2(g.config_path(), 2, g.dir() + "/r2.log");
+  auto publisher = std::make_unique<RankProcess>(g.config_path(), 1, g.dir() + "/r1.log",
+                                                 std::vector<std::string>{"--stay"});
+  const std::string staging = g.journal() + "/.staging";
+  // Kill while a step is being written (something under .staging/), after version 2.
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto s = group_status(g.config());
+        return s && s->has_head() && s->head_version() >= 2;
+      },
+      seconds(60)))
+      << publisher->log();
+  bool mid_publish = eventually(
+      [&] {
+        std::error_code ec;
+        return std::filesystem::exists(staging, ec) && !std::filesystem::is_empty(staging, ec);
+      },
+      seconds(20));
+  publisher->signal(SIGKILL);
+  ASSERT_TRUE(publisher->wait_exit(seconds(10)).has_value());
+  auto before = group_status(g.config());
+  ASSERT_TRUE(before.has_value());
+  publisher = std::make_unique<RankProcess>(g.config_path(), 1, g.dir() + "/r1b.log",
+                                            std::vector<std::string>{"--stay"});
+  ASSERT_TRUE(eventually([&] { return all_at(g, 1, 10); }, seconds(120)))
+      << publisher->log() << sub2.log();
+  auto s = group_status(g.config());
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(bad_results(*s), "") << sub2.log();
+  EXPECT_NE(publisher->log().find("replaying the model's steps"), std::string::npos)
+      << publisher->log();
+  std::printf("killed %s publication; head was v%llu\n", mid_publish ? "inside a" : "between",
+              static_cast<unsigned long long>(before->head_version()));
+}
+
+TEST(GroupProcess, SilentSubscriberIsDroppedAndItsLeaseExpires) {
+  GroupSpec spec;
+  spec.parameters = 4000000;
+  spec.versions = 40;
+  spec.anchor_every = 100;  // a late joiner replays many deltas: a wide lease window
+  spec.step_interval_ms = 100;
+  spec.dead_after_ms = 1000;
+  spec.lease_ttl_ms = 1500;
+  spec.subscribers = 2;
+  TestGroup g(spec);
+  RankProcess coordinator(g.config_path(), 0, g.dir() + "/r0.log");
+  RankProcess sub2(g.config_path(), 2, g.dir() + "/r2.log");
+  RankProcess publisher(g.config_path(), 1, g.dir() + "/r1.log", {"--stay"});
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto s = group_status(g.config());
+        return s && s->has_head() && s->head_version() >= 8;
+      },
+      seconds(60)));
+  const std::string lease = JournalLayout(g.journal()).lease("rank-3");
+  bool stopped_with_lease = false;
+  std::unique_ptr<RankProcess> sub3;
+  for (int attempt = 0; attempt < 5 && !stopped_with_lease; ++attempt) {
+    sub3 = std::make_unique<RankProcess>(g.config_path(), 3, g.dir() + "/r3.log");
+    const auto until = std::chrono::steady_clock::now() + seconds(20);
+    while (std::chrono::steady_clock::now() < until) {
+      std::error_code ec;
+      if (std::filesystem::exists(lease, ec)) {
+        sub3->signal(SIGSTOP);
+        stopped_with_lease = std::filesystem::exists(lease, ec);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    if (!stopped_with_lease) sub3.reset();
+  }
+  ASSERT_TRUE(stopped_with_lease) << "never caught rank 3 holding its lease";
+  // Dropped after dead_after of silence; the group goes on committing without it.
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto s = group_status(g.config());
+        return s && member(*s, 3) && member(*s, 3)->state() == "dead";
+      },
+      seconds(15)))
+      << coordinator.log();
+  auto s = group_status(g.config());
+  ASSERT_TRUE(s.has_value());
+  const uint64_t committed = s->committed_version();
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto t = group_status(g.config());
+        return t && t->committed_version() > committed + 1;
+      },
+      seconds(30)));
+  // Its lease expires (lease_ttl) and the publisher's garbage collection removes it.
+  ASSERT_TRUE(eventually(
+      [&] {
+        std::error_code ec;
+        return !std::filesystem::exists(lease, ec);
+      },
+      seconds(30)));
+  sub3->signal(SIGKILL);
+}
+
+TEST(GroupProcess, BadConfigExitsWithTheFieldNamed) {
+  GroupSpec spec;
+  TestGroup g(spec);
+  std::string yaml = g.yaml();
+  yaml.replace(yaml.find("max_in_flight: 2"), 16, "max_in_flight: -3");
+  const std::string path = g.write_config_variant("bad.yaml", yaml);
+  RankProcess bad(path, 0, g.dir() + "/bad.log");
+  EXPECT_EQ(bad.wait_exit(seconds(20)), 2);
+  EXPECT_NE(bad.log().find("max_in_flight"), std::string::npos) << bad.log();
+  RankProcess unknown(g.config_path(), 42, g.dir() + "/unknown.log");
+  EXPECT_EQ(unknown.wait_exit(seconds(20)), 2);
+  EXPECT_NE(unknown.log().find("42"), std::string::npos) << unknown.log();
+}
+
+}  // namespace
+}  // namespace weightcast::testing
