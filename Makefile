@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build pyenv demo test test-asan bench fuzz format clean gpu-bundle
+.PHONY: all deps configure build pyenv demo demo-delta test test-asan bench fuzz format clean gpu-bundle
 
 all: build
 
@@ -24,9 +24,14 @@ pyenv: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# The main job on one machine: a scaled Qwen3-30B-A3B-shaped trainer publishes Adam-bf16
-# steps as sparse deltas; an engine applies and verifies them.
+# The main job on one machine: a rank group (coordinator, a publisher of a ~268 M-parameter
+# Qwen3-MoE-shaped bf16 model, subscribers) on loopback with CURVE keys, started through
+# deploy/local/weightcast-local; a subscriber is killed and restarted, another joins late.
 demo: build
+	@$(BUILD)/examples/weightcast_group_demo
+
+# The codec alone: Adam-bf16 steps as sparse deltas applied and verified in one process.
+demo-delta: build
 	@$(BUILD)/examples/weightcast_demo
 
 test: build pyenv
@@ -43,10 +48,11 @@ test-asan: deps pyenv
 
 bench: build
 	@bench/run_delta_bench.sh $(BUILD)/src/weightcast
+	@bench/run_group_bench.sh $(BUILD)
 
 # A longer coverage-guided run of every fuzz target (FUZZ_SECONDS each, default 60).
 fuzz: test-asan
-	@for t in delta safetensors zip torch_artifact part_compression journal_files; do \
+	@for t in delta safetensors zip torch_artifact part_compression journal_files group_config control_message; do \
 	  mkdir -p $(ASAN_BUILD)/fuzz-corpus/$$t; \
 	  $(ASAN_BUILD)/tests/fuzz/$${t}_smoke --write-seeds $(ASAN_BUILD)/fuzz-corpus/$$t; \
 	  $(ASAN_BUILD)/tests/fuzz/$${t}_fuzz -max_total_time=$${FUZZ_SECONDS:-60} $(ASAN_BUILD)/fuzz-corpus/$$t || exit 1; \

@@ -38,10 +38,8 @@ struct DemoGroup {
   uint32_t subscriber_ranks = 0;  // including the late joiner
 };
 
-// Creates (emptying a previous demo's journal) the work directory, keys and group.yaml.
+// Creates (emptying a previous demo's journal) the work directory, keys and group.yaml
+// (src/control/group_init.h: ranks 0 coordinator, 1 publisher, 2.. subscribers).
 Result<DemoGroup> prepare_demo_group(const DemoArgs& args);
-
-// A free TCP port on 127.0.0.1.
-Result<uint16_t> free_loopback_port();
 
 }  // namespace weightcast::demo

@@ -6,6 +6,7 @@
 
 #include "src/cli/commands.h"
 #include "src/control/group_config.h"
+#include "src/control/group_init.h"
 #include "src/control/group_status.h"
 
 namespace weightcast::cli {
@@ -46,11 +47,44 @@ void register_ranks(CLI::App* group, int& exit_code) {
   });
 }
 
+void register_init(CLI::App* group, int& exit_code) {
+  auto o = std::make_shared<GroupInitOptions>();
+  auto* init = group->add_subcommand(
+      "init",
+      "Write a ready-to-run group: a CURVE key pair per rank (and one for observers) under "
+      "DIR/keys and DIR/group.yaml naming them; start it with deploy/local/weightcast-local up");
+  init->add_option("--dir", o->dir, "Directory of the group (created if missing)")->required();
+  init->add_option("--group-id", o->group_id, "Group id")->capture_default_str();
+  init->add_option("--publishers", o->publishers, "Publisher ranks (1..N)")->capture_default_str();
+  init->add_option("--subscribers", o->subscribers, "Subscriber ranks (after the publishers)")
+      ->capture_default_str();
+  init->add_option("--endpoint", o->endpoint,
+                   "Coordinator endpoint (default: tcp://127.0.0.1:<a free port>)");
+  init->add_flag("!--no-curve", o->curve, "Leave CURVE authentication off (not recommended)");
+  init->add_option("--anchor-every", o->anchor_every, "Anchor interval")->capture_default_str();
+  init->add_option("--max-in-flight", o->max_in_flight, "Versions in flight")
+      ->capture_default_str();
+  init->add_option("--demo-parameters", o->demo_parameters,
+                   "Add a demo: section (a synthetic model for publishers without a trainer)");
+  init->add_option("--demo-versions", o->demo_versions, "Versions the demo model publishes")
+      ->capture_default_str();
+  init->add_flag("--force", o->overwrite, "Replace an existing group.yaml (keys are kept)");
+  init->callback([o, &exit_code] {
+    auto r = init_group(*o);
+    if (!r.ok()) {
+      exit_code = report(r.status());
+      return;
+    }
+    std::cout << r->config_path << "\n";
+  });
+}
+
 }  // namespace
 
 void register_group_commands(CLI::App& app, int& exit_code) {
   auto* group = app.add_subcommand("group", "Inspect a rank group and its config");
   group->require_subcommand(1);
+  register_init(group, exit_code);
   register_ranks(group, exit_code);
   auto o = std::make_shared<GroupStatusOptions>();
   auto* status = group->add_subcommand(

@@ -21,21 +21,6 @@ std::string role_text(proto::Role role) {
   }
 }
 
-uint64_t micros(CoordinatorClock::duration d) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
-}
-
-// The results of `rank` still "pending" become "catch_up": it reaches them through the journal.
-template <typename Versions>
-void pending_to_catch_up(Versions& versions, uint32_t rank) {
-  for (auto& [v, record] : versions) {
-    auto r = record.results.find(rank);
-    if (r != record.results.end() && r->second.result() == "pending") {
-      r->second.set_result("catch_up");
-    }
-  }
-}
-
 }  // namespace
 
 std::string_view event_kind_name(CoordinatorEvent::Kind kind) {
@@ -210,7 +195,7 @@ std::vector<OutgoingMessage> CoordinatorState::on_hello(const std::string& peer,
 
   Member& member = members_[rank];
   // A rank saying Hello again restarted: what it owed as a live member it now catches up on.
-  pending_to_catch_up(versions_, rank);
+  results_pending_to(rank, "catch_up");
   member.left = false;
   member.rank = rank;
   member.role = hello.role();
@@ -258,132 +243,6 @@ std::vector<OutgoingMessage> CoordinatorState::on_hello(const std::string& peer,
   return out;
 }
 
-std::vector<OutgoingMessage> CoordinatorState::on_offer(const proto::Offer& offer, TimePoint now) {
-  const uint64_t v = offer.version();
-  if (head_ && v <= *head_ && versions_.count(v) && !versions_[v].offer.checksums().empty()) {
-    event(CoordinatorEvent::Kind::kIgnored, 0, v, "offer of an already known version");
-    return {};
-  }
-  VersionRecord& record = versions_[v];
-  record.offer = offer;
-  record.offered_at = now;
-  if (!head_ || v > *head_) head_ = v;
-  if (offer.anchor()) anchor_ = v;
-  event(CoordinatorEvent::Kind::kOffered, 0, v,
-        std::to_string(offer.checksums_size()) + " tensors, " +
-            std::to_string(offer.stored_bytes()) + " bytes");
-  std::vector<OutgoingMessage> out;
-  for (auto& [rank, m] : members_) {
-    if (m.role != proto::ROLE_SUBSCRIBER || m.state == MemberState::kDead) continue;
-    set_result(v, rank, m.state == MemberState::kLive ? "pending" : "catch_up");
-    proto::Envelope e = envelope(m.protocol);
-    *e.mutable_offer() = offer;
-    e.mutable_offer()->set_transport(m.transport);
-    out.push_back({m.peer, std::move(e)});
-  }
-  auto commits = try_commit(now);
-  out.insert(out.end(), commits.begin(), commits.end());
-  trim_versions();
-  return out;
-}
-
-std::string CoordinatorState::check_checksums(const proto::Offer& offer,
-                                              const proto::Ack& ack) const {
-  if (offer.checksums().empty()) return "";  // a version the coordinator has no manifest of
-  if (ack.checksums_size() != offer.checksums_size()) {
-    return "acked " + std::to_string(ack.checksums_size()) + " checksums, the version has " +
-           std::to_string(offer.checksums_size());
-  }
-  // By name: a subscriber may have registered its tensors in another order.
-  std::map<std::string, uint64_t> acked;
-  for (const auto& c : ack.checksums()) acked[c.name()] = c.checksum();
-  for (const auto& want : offer.checksums()) {
-    auto it = acked.find(want.name());
-    if (it == acked.end()) return "tensor '" + want.name() + "' missing from the ack";
-    if (it->second != want.checksum()) {
-      return "checksum of tensor '" + want.name() + "' does not match";
-    }
-  }
-  return "";
-}
-
-std::vector<OutgoingMessage> CoordinatorState::on_ack(Member& member, const proto::Ack& ack,
-                                                      TimePoint now) {
-  const uint64_t v = ack.version();
-  auto it = versions_.find(v);
-  std::string mismatch;
-  if (it != versions_.end()) mismatch = check_checksums(it->second.offer, ack);
-  if (!mismatch.empty()) {
-    set_result(v, member.rank, "mismatch");
-    auto out = move_to_catch_up(member, "version " + std::to_string(v) + ": " + mismatch, true);
-    auto commits = try_commit(now);  // the others may all have acked already
-    out.insert(out.end(), commits.begin(), commits.end());
-    return out;
-  }
-  member.held = v;
-  if (!member.acked || v > *member.acked) member.acked = v;
-  set_result(v, member.rank, "ok", ack.apply_us(), ack.bytes_read());
-  event(CoordinatorEvent::Kind::kAcked, member.rank, v, "");
-  if (member.state == MemberState::kCatchUp && head_ && v >= *head_) {
-    member.state = MemberState::kLive;
-    event(CoordinatorEvent::Kind::kLive, member.rank, v, "caught up, live again");
-  }
-  return try_commit(now);
-}
-
-std::vector<OutgoingMessage> CoordinatorState::on_nack(Member& member, const proto::Nack& nack,
-                                                       TimePoint now) {
-  set_result(nack.version(), member.rank, "nack");
-  auto out = move_to_catch_up(
-      member, "nacked version " + std::to_string(nack.version()) + ": " + nack.reason(), true);
-  auto commits = try_commit(now);
-  out.insert(out.end(), commits.begin(), commits.end());
-  return out;
-}
-
-std::vector<OutgoingMessage> CoordinatorState::move_to_catch_up(Member& member,
-                                                                const std::string& reason,
-                                                                bool from_anchor) {
-  member.state = MemberState::kCatchUp;
-  pending_to_catch_up(versions_, member.rank);
-  event(CoordinatorEvent::Kind::kMovedToCatchUp, member.rank, head_.value_or(0), reason);
-  proto::Envelope e = envelope(member.protocol);
-  proto::Recover& r = *e.mutable_recover();
-  r.set_target_version(head_.value_or(0));
-  r.set_reason(reason);
-  r.set_from_anchor(from_anchor);
-  return {{member.peer, std::move(e)}};
-}
-
-std::vector<OutgoingMessage> CoordinatorState::try_commit(TimePoint now) {
-  std::vector<OutgoingMessage> out;
-  // The newest version every live subscriber has acked (or passed).
-  std::optional<uint64_t> reachable = head_;
-  for (const auto& [rank, m] : members_) {
-    if (m.role != proto::ROLE_SUBSCRIBER || m.state != MemberState::kLive) continue;
-    if (!m.acked) return out;
-    if (!reachable || *m.acked < *reachable) reachable = m.acked;
-  }
-  if (!reachable || (committed_ && *reachable <= *committed_)) return out;
-  for (auto& [v, record] : versions_) {
-    if (v > *reachable || record.committed) continue;
-    record.committed = true;
-    record.publish_to_commit_us = record.offer.publish_us() + micros(now - record.offered_at);
-  }
-  committed_ = *reachable;
-  auto it = versions_.find(*reachable);
-  const uint64_t latency = it == versions_.end() ? 0 : it->second.publish_to_commit_us;
-  event(CoordinatorEvent::Kind::kCommitted, 0, *reachable, "");
-  for (const auto& [rank, m] : members_) {
-    if (m.state == MemberState::kDead) continue;
-    proto::Envelope e = envelope(m.protocol);
-    e.mutable_commit()->set_version(*reachable);
-    e.mutable_commit()->set_publish_to_commit_us(latency);
-    out.push_back({m.peer, std::move(e)});
-  }
-  return out;
-}
-
 std::vector<OutgoingMessage> CoordinatorState::on_tick(TimePoint now) {
   std::vector<OutgoingMessage> out;
   bool membership_changed = false;
@@ -392,12 +251,7 @@ std::vector<OutgoingMessage> CoordinatorState::on_tick(TimePoint now) {
     if (now - m.last_heard > settings_.dead_after) {
       m.state = MemberState::kDead;
       membership_changed = true;
-      for (auto& [v, record] : versions_) {
-        auto r = record.results.find(rank);
-        if (r != record.results.end() && r->second.result() == "pending") {
-          r->second.set_result("dropped");
-        }
-      }
+      results_pending_to(rank, "dropped");
       event(CoordinatorEvent::Kind::kDropped, rank, m.held.value_or(0),
             "silent for more than " + std::to_string(settings_.dead_after.count()) + " ms");
       continue;
@@ -422,26 +276,6 @@ std::vector<OutgoingMessage> CoordinatorState::on_tick(TimePoint now) {
     out.insert(out.end(), commits.begin(), commits.end());
   }
   return out;
-}
-
-void CoordinatorState::set_result(uint64_t version, uint32_t rank, const std::string& result,
-                                  uint64_t apply_us, uint64_t bytes_read) {
-  auto it = versions_.find(version);
-  if (it == versions_.end()) return;
-  proto::SubscriberResult& r = it->second.results[rank];
-  r.set_rank(rank);
-  r.set_result(result);
-  if (apply_us) r.set_apply_us(apply_us);
-  if (bytes_read) r.set_bytes_read(bytes_read);
-}
-
-void CoordinatorState::trim_versions() {
-  while (versions_.size() > settings_.versions_kept) {
-    auto first = versions_.begin();
-    // An uncommitted version is kept: its acks are still to be checked against its checksums.
-    if (!first->second.committed && (!committed_ || first->first > *committed_)) break;
-    versions_.erase(first);
-  }
 }
 
 proto::StatusReply CoordinatorState::status(TimePoint now) const {

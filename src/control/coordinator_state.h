@@ -145,6 +145,8 @@ class CoordinatorState {
                   uint64_t bytes_read = 0);
   void event(CoordinatorEvent::Kind kind, uint32_t rank, uint64_t version, std::string detail);
   void trim_versions();
+  // Results of `rank` still "pending" become `result` ("catch_up", "dropped").
+  void results_pending_to(uint32_t rank, const std::string& result);
 
   CoordinatorSettings settings_;
   std::map<uint32_t, Member> members_;

@@ -9,9 +9,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "examples/group_demo_setup.h"
 #include "src/control/curve_keys.h"
 #include "src/control/group_config.h"
+#include "src/control/group_init.h"
 
 namespace weightcast::testing {
 
@@ -23,7 +23,7 @@ TestGroup::TestGroup(const GroupSpec& spec) {
   std::string pattern = (std::filesystem::temp_directory_path() / "wc_group.XXXXXX").string();
   dir_ = ::mkdtemp(pattern.data()) != nullptr ? pattern : "";
   config_path_ = dir_ + "/group.yaml";
-  auto port = demo::free_loopback_port();
+  auto port = free_loopback_port();
   std::ostringstream y;
   y << "group_id: test\ncoordinator: {endpoint: \"tcp://127.0.0.1:" << port.value() << "\"}\n"
     << "journal: {root: journal, anchor_every: " << spec.anchor_every << ", retain_anchors: 2}\n"

@@ -1,0 +1,114 @@
+#include "src/control/group_init.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "src/control/curve_keys.h"
+#include "src/control/group_config.h"
+
+namespace weightcast {
+
+Result<uint16_t> free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return io_error("socket() for a free port failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    return io_error("cannot bind 127.0.0.1:0 to find a free port");
+  }
+  ::close(fd);
+  return static_cast<uint16_t>(ntohs(addr.sin_port));
+}
+
+Result<GroupInitResult> init_group(const GroupInitOptions& o) {
+  namespace fs = std::filesystem;
+  if (o.dir.empty()) return invalid_argument("group init: no directory given");
+  if (o.publishers == 0) return invalid_argument("group init: a group needs a publisher");
+  GroupInitResult out;
+  out.config_path = o.dir + "/group.yaml";
+  out.journal_root = o.dir + "/journal";
+  std::error_code ec;
+  if (!o.overwrite && fs::exists(out.config_path, ec)) {
+    return failed_precondition(out.config_path + " exists (overwrite it with --force)");
+  }
+  fs::create_directories(o.dir + "/keys", ec);
+  if (ec) return io_error("cannot create " + o.dir + "/keys: " + ec.message());
+  std::string endpoint = o.endpoint;
+  if (endpoint.empty()) {
+    ASSIGN_OR_RETURN(uint16_t port, free_loopback_port());
+    endpoint = "tcp://127.0.0.1:" + std::to_string(port);
+  }
+  // One key pair per rank and one for observers; an existing key file is kept.
+  auto key = [&](const std::string& name) -> Result<CurveKeyPair> {
+    const std::string path = o.dir + "/keys/" + name + ".key";
+    if (fs::exists(path, ec)) return read_curve_key_file(path);
+    ASSIGN_OR_RETURN(CurveKeyPair pair, generate_curve_key_pair());
+    RETURN_IF_ERROR(write_curve_key_file(path, pair));
+    return pair;
+  };
+
+  std::ostringstream y;
+  y << "# A weightcast rank group (docs/CONFIG.md documents every field). Start each rank with\n"
+    << "#   weightcastd --config group.yaml --rank R\n"
+    << "# or all of them on this machine with deploy/local/weightcast-local up --config "
+       "group.yaml\n"
+    << "group_id: " << o.group_id << "\n"
+    << "coordinator:\n  endpoint: \"" << endpoint << "\"\n"
+    << "journal:\n  root: journal\n  anchor_every: " << o.anchor_every << "\n  retain_anchors: 2\n"
+    << "transports: [fs]\n"
+    << "max_in_flight: " << o.max_in_flight << "\n"
+    << "timeouts: {heartbeat_ms: " << o.heartbeat_ms << ", dead_after_ms: " << o.dead_after_ms
+    << ", ack_timeout_ms: " << o.ack_timeout_ms << ", lease_ttl_ms: " << o.lease_ttl_ms << "}\n";
+  const uint32_t ranks = 1 + o.publishers + o.subscribers;
+  std::vector<CurveKeyPair> pairs;
+  if (o.curve) {
+    for (uint32_t r = 0; r < ranks; ++r) {
+      ASSIGN_OR_RETURN(CurveKeyPair pair, key("rank" + std::to_string(r)));
+      pairs.push_back(std::move(pair));
+    }
+    RETURN_IF_ERROR(key("observer").status());
+    y << "curve:\n  enabled: true\n  coordinator_public_key: \"" << pairs[0].public_z85
+      << "\"\n  coordinator_key_file: keys/rank0.key\n  observer_key_file: keys/observer.key\n";
+  }
+  if (o.demo_parameters > 0) {
+    y << "demo:\n  parameters: " << o.demo_parameters << "\n  density: " << o.demo_density
+      << "\n  versions: " << o.demo_versions << "\n  seed: 1\n";
+  }
+  y << "ranks:\n";
+  for (uint32_t r = 0; r < ranks; ++r) {
+    const char* role = r == 0 ? "coordinator" : r <= o.publishers ? "publisher" : "subscriber";
+    y << "  - {rank: " << r << ", role: " << role << ", host: 127.0.0.1";
+    if (o.curve) {
+      y << ", key_file: keys/rank" << r << ".key, public_key: \"" << pairs[r].public_z85 << "\"";
+    }
+    y << "}\n";
+  }
+  // Written to a temp file and checked by the real loader before it replaces group.yaml.
+  const std::string temp = out.config_path + ".tmp";
+  {
+    std::ofstream f(temp, std::ios::trunc);
+    f << y.str();
+    if (!f) return io_error("cannot write " + temp);
+  }
+  auto check = load_group_config(temp);
+  if (!check.ok()) {
+    fs::remove(temp, ec);
+    return internal_error("group init wrote a config its loader refuses: " +
+                          check.status().message());
+  }
+  fs::rename(temp, out.config_path, ec);
+  if (ec) return io_error("cannot rename " + temp + " to " + out.config_path + ": " + ec.message());
+  return out;
+}
+
+}  // namespace weightcast

@@ -1,0 +1,44 @@
+// `weightcast group init`: a ready-to-run rank group on one machine or a shared directory: a
+// CURVE key pair per rank and one for observers, and a group.yaml naming them (CURVE on by
+// default), with a coordinator endpoint on a free loopback port unless one is given. The demo
+// and the tests build their groups with it too.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "codec/status.h"
+
+namespace weightcast {
+
+struct GroupInitOptions {
+  std::string dir;  // created if missing; keys/ and group.yaml go here
+  std::string group_id = "local";
+  uint32_t publishers = 1;   // ranks 1..publishers
+  uint32_t subscribers = 2;  // the ranks after them; rank 0 is the coordinator
+  std::string endpoint;      // default tcp://127.0.0.1:<free port>
+  bool curve = true;
+  uint64_t anchor_every = 10;
+  uint32_t max_in_flight = 2;
+  uint32_t heartbeat_ms = 200;
+  uint32_t dead_after_ms = 3000;
+  uint32_t ack_timeout_ms = 60000;
+  uint32_t lease_ttl_ms = 60000;
+  // A demo: section for publishers without a trainer (0 parameters: none).
+  uint64_t demo_parameters = 0;
+  double demo_density = 0.01;
+  uint64_t demo_versions = 20;
+  bool overwrite = false;  // replace an existing group.yaml (existing key files are reused)
+};
+
+struct GroupInitResult {
+  std::string config_path;
+  std::string journal_root;
+};
+
+Result<GroupInitResult> init_group(const GroupInitOptions& options);
+
+// A free TCP port on 127.0.0.1 (bound and released: another process may take it first).
+Result<uint16_t> free_loopback_port();
+
+}  // namespace weightcast
