@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "src/control/group_security.h"
+#include "src/control/messages.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/journal_layout.h"
 
@@ -107,6 +108,18 @@ void Coordinator::log_events() {
 
 Status Coordinator::step(std::chrono::milliseconds wait) {
   ASSIGN_OR_RETURN(auto incoming, server_->receive(wait));
+  if (incoming && !hello_key_matches(*incoming)) {
+    proto::Envelope refuse;
+    refuse.set_protocol(kProtocolMax);
+    refuse.set_from_coordinator(true);
+    refuse.mutable_refuse()->set_fatal(true);
+    refuse.mutable_refuse()->set_reason(
+        "rank " + std::to_string(incoming->message.hello().rank()) +
+        " must connect with its own CURVE key (ranks[].key_file of the group config)");
+    if (options_.log) options_.log("coordinator: " + refuse.refuse().reason() + "; refused");
+    RETURN_IF_ERROR(server_->send(incoming->peer, refuse));
+    incoming.reset();
+  }
   if (incoming) {
     RETURN_IF_ERROR(
         send_all(state_.on_message(incoming->peer, incoming->message, CoordinatorClock::now())));
@@ -118,6 +131,18 @@ Status Coordinator::step(std::chrono::milliseconds wait) {
   }
   if (now - last_poll_ >= options_.journal_poll) RETURN_IF_ERROR(poll_journal());
   return ok_status();
+}
+
+bool Coordinator::hello_key_matches(const IncomingMessage& incoming) const {
+  // Any authorized key may ask for status; a rank's Hello must carry that rank's key, so one
+  // rank's (or an observer's) key cannot impersonate another rank.
+  if (!config_.curve().enabled() || !incoming.message.has_hello()) return true;
+  const proto::Hello& hello = incoming.message.hello();
+  if (hello.role() == proto::ROLE_OBSERVER) return true;
+  for (const auto& r : config_.ranks()) {
+    if (r.rank() == hello.rank()) return r.public_key() == incoming.peer_key;
+  }
+  return true;  // an unknown rank is refused by the state machine, naming the group
 }
 
 Status Coordinator::run(const std::atomic<bool>& stop) {

@@ -44,6 +44,7 @@ class Coordinator {
   Coordinator(proto::GroupConfig config, CoordinatorOptions options,
               std::unique_ptr<ControlServer> server);
   Status poll_journal();
+  bool hello_key_matches(const IncomingMessage& incoming) const;
   Status send_all(std::vector<OutgoingMessage> out);
   void log_events();
 

@@ -113,6 +113,7 @@ struct ControlServer::Impl {
   MessageLimits limits;
   ControlLog log;
   uint64_t dropped = 0;
+  bool curve_enabled = false;
 
   void drop(const std::string& peer, const std::string& reason) {
     ++dropped;
@@ -135,7 +136,13 @@ struct ControlServer::Impl {
       drop(peer, decoded.status().message());
       return std::nullopt;
     }
-    return IncomingMessage{frames[0].to_string(), std::move(decoded).value()};
+    // With CURVE the ZAP handler set the User-Id to the client's Z85 public key.
+    std::string key;
+    if (curve_enabled) {
+      const char* user = zmq_msg_gets(frames[1].handle(), "User-Id");
+      if (user != nullptr) key = user;
+    }
+    return IncomingMessage{frames[0].to_string(), std::move(decoded).value(), std::move(key)};
   }
 };
 
@@ -148,6 +155,7 @@ Result<std::unique_ptr<ControlServer>> ControlServer::bind(const std::string& en
                                                            ControlLog log) {
   auto impl = std::make_unique<Impl>();
   impl->limits = limits;
+  impl->curve_enabled = curve.enabled;
   impl->log = std::move(log);
   impl->endpoint = endpoint;
   if (curve.enabled) {

@@ -46,6 +46,7 @@ struct CurveClientOptions {
 struct IncomingMessage {
   std::string peer;  // ROUTER identity of the sender, for send()
   proto::Envelope message;
+  std::string peer_key;  // the sender's CURVE public key (Z85); empty without CURVE
 };
 
 class ControlServer {

@@ -271,6 +271,17 @@ TEST(GroupEndpoint, WrongCurveKeyIsRefused) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("CURVE"), std::string::npos)
       << refused.status().message();
+  // Rank 3 presenting rank 2's (authorized) key: refused, one rank cannot pose as another.
+  proto::GroupConfig borrowed = g.config();
+  for (auto& r : *borrowed.mutable_ranks()) {
+    if (r.rank() == 3) r.set_key_file(g.dir() + "/keys/rank2.key");
+  }
+  auto impostor = RankLink::start(borrowed, o, nullptr, nullptr);
+  ASSERT_TRUE(impostor.ok());
+  auto impostor_refused = (*impostor)->wait_welcome(in(seconds(10)));
+  ASSERT_FALSE(impostor_refused.ok());
+  EXPECT_NE(impostor_refused.status().message().find("its own CURVE key"), std::string::npos)
+      << impostor_refused.status().message();
   auto s = group_status(g.config());
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(member(*s, 3), nullptr);
