@@ -20,6 +20,7 @@ packages=(
   zlib1g-dev                        # CRC32 of zip entries (torch.save artifacts)
   libzmq3-dev cppzmq-dev libsodium-dev  # control plane (ZeroMQ with CURVE)
   libyaml-cpp-dev libspdlog-dev     # group config, weightcastd logs
+  libtorch-dev                      # the libtorch trainer/engine examples (TensorRef adapter)
 )
 
 if [[ "${1:-}" == "--print" ]]; then

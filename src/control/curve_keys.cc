@@ -151,8 +151,15 @@ Status write_curve_key_file(const std::string& path, const CurveKeyPair& pair, b
 
 Result<CurveKeyPair> read_curve_key_file(const std::string& path) {
   ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, read_whole_file(path, kMaxKeyFileBytes));
-  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  return parse_curve_key_text(
+      std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path);
+}
 
+Result<CurveKeyPair> parse_curve_key_text(std::string_view text, const std::string& path) {
+  if (text.size() > kMaxKeyFileBytes) {
+    return out_of_range(path + ": " + std::to_string(text.size()) + " bytes, a key file has at most " +
+                        std::to_string(kMaxKeyFileBytes));
+  }
   CurveKeyPair pair;
   size_t found = 0;  // 0: expecting public-key, 1: expecting secret-key, 2: done
   size_t line_no = 0;

@@ -32,4 +32,7 @@ Status write_curve_key_file(const std::string& path, const CurveKeyPair& pair,
 // is the one derived from the secret key.
 Result<CurveKeyPair> read_curve_key_file(const std::string& path);
 
+// The same checks on a key file's text; `source` names it in errors.
+Result<CurveKeyPair> parse_curve_key_text(std::string_view text, const std::string& source);
+
 }  // namespace weightcast

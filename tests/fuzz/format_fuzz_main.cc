@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/fuzz/control_message_fuzz_seeds.h"
+#include "tests/fuzz/curve_key_fuzz_seeds.h"
 #include "tests/fuzz/delta_fuzz_seeds.h"
 #include "tests/fuzz/group_config_fuzz_seeds.h"
 #include "tests/fuzz/journal_files_fuzz_seeds.h"
