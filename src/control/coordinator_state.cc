@@ -3,25 +3,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "src/control/messages.h"
+
 namespace weightcast {
-namespace {
-
-std::string role_text(proto::Role role) {
-  switch (role) {
-    case proto::ROLE_COORDINATOR:
-      return "coordinator";
-    case proto::ROLE_PUBLISHER:
-      return "publisher";
-    case proto::ROLE_SUBSCRIBER:
-      return "subscriber";
-    case proto::ROLE_OBSERVER:
-      return "observer";
-    default:
-      return "unspecified";
-  }
-}
-
-}  // namespace
 
 std::string_view event_kind_name(CoordinatorEvent::Kind kind) {
   using K = CoordinatorEvent::Kind;
@@ -141,7 +125,7 @@ std::vector<OutgoingMessage> CoordinatorState::on_message(const std::string& pee
     return on_nack(*member, m.nack(), now);
   }
   event(CoordinatorEvent::Kind::kIgnored, member->rank, 0,
-        "a " + role_text(member->role) + " may not send this message");
+        "a " + std::string(role_name(member->role)) + " may not send this message");
   return {};
 }
 
@@ -149,7 +133,7 @@ std::vector<OutgoingMessage> CoordinatorState::on_hello(const std::string& peer,
                                                         const proto::Envelope& m, TimePoint now) {
   const proto::Hello& hello = m.hello();
   const uint32_t rank = hello.rank();
-  const std::string who = role_text(hello.role()) + " rank " + std::to_string(rank);
+  const std::string who = std::string(role_name(hello.role())) + " rank " + std::to_string(rank);
   const uint32_t low = std::max(hello.protocol_min(), settings_.protocol_min);
   const uint32_t high = std::min(hello.protocol_max(), settings_.protocol_max);
   if (low > high || hello.protocol_min() > hello.protocol_max()) {
@@ -173,8 +157,8 @@ std::vector<OutgoingMessage> CoordinatorState::on_hello(const std::string& peer,
   }
   if (role->second != hello.role()) {
     return {refuse(peer, protocol,
-                   who + " is configured as a " + role_text(role->second) + " in group '" +
-                       settings_.group_id + "'",
+                   who + " is configured as a " + std::string(role_name(role->second)) +
+                       " in group '" + settings_.group_id + "'",
                    true, rank)};
   }
   std::string transport;

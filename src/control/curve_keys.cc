@@ -157,8 +157,8 @@ Result<CurveKeyPair> read_curve_key_file(const std::string& path) {
 
 Result<CurveKeyPair> parse_curve_key_text(std::string_view text, const std::string& path) {
   if (text.size() > kMaxKeyFileBytes) {
-    return out_of_range(path + ": " + std::to_string(text.size()) + " bytes, a key file has at most " +
-                        std::to_string(kMaxKeyFileBytes));
+    return out_of_range(path + ": " + std::to_string(text.size()) +
+                        " bytes, a key file has at most " + std::to_string(kMaxKeyFileBytes));
   }
   CurveKeyPair pair;
   size_t found = 0;  // 0: expecting public-key, 1: expecting secret-key, 2: done

@@ -346,19 +346,4 @@ Result<proto::RankConfig> find_rank(const proto::GroupConfig& config, uint32_t r
                    "' (its ranks: " + (known.empty() ? std::string("none") : known) + ")");
 }
 
-std::string_view role_name(proto::Role role) {
-  switch (role) {
-    case proto::ROLE_COORDINATOR:
-      return "coordinator";
-    case proto::ROLE_PUBLISHER:
-      return "publisher";
-    case proto::ROLE_SUBSCRIBER:
-      return "subscriber";
-    case proto::ROLE_OBSERVER:
-      return "observer";
-    default:
-      return "unspecified";
-  }
-}
-
 }  // namespace weightcast

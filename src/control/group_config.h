@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "codec/status.h"
+#include "src/control/messages.h"  // role_name
 #include "weightcast/group_config.pb.h"
 
 namespace weightcast {
@@ -44,8 +45,5 @@ Result<proto::GroupConfig> load_group_config(const std::string& path,
 
 // The entry of `rank` (kNotFound naming the rank and the ranks the config has).
 Result<proto::RankConfig> find_rank(const proto::GroupConfig& config, uint32_t rank);
-
-// "coordinator", "publisher", "subscriber", "observer"; "unspecified" otherwise.
-std::string_view role_name(proto::Role role);
 
 }  // namespace weightcast

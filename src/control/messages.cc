@@ -116,25 +116,10 @@ std::string held(bool holds, uint64_t version) {
   return holds ? "holds v" + std::to_string(version) : "holds nothing";
 }
 
-const char* role_name(proto::Role role) {
-  switch (role) {
-    case proto::ROLE_COORDINATOR:
-      return "coordinator";
-    case proto::ROLE_PUBLISHER:
-      return "publisher";
-    case proto::ROLE_SUBSCRIBER:
-      return "subscriber";
-    case proto::ROLE_OBSERVER:
-      return "observer";
-    default:
-      return "unspecified";
-  }
-}
-
 std::string describe_hello(const proto::Hello& m) {
   std::string transports;
   for (const std::string& t : m.transports()) transports += (transports.empty() ? "" : ",") + t;
-  return "hello from rank " + std::to_string(m.rank()) + " (" + role_name(m.role()) +
+  return "hello from rank " + std::to_string(m.rank()) + " (" + std::string(role_name(m.role())) +
          ", protocol " + std::to_string(m.protocol_min()) + "-" + std::to_string(m.protocol_max()) +
          ", " + held(m.holds_version(), m.held_version()) + ", transports " +
          short_text(transports) + ", " + short_text(m.host()) + ":" + std::to_string(m.pid()) + ")";
@@ -156,6 +141,21 @@ std::string describe_status_reply(const proto::StatusReply& m) {
 }
 
 }  // namespace
+
+std::string_view role_name(proto::Role role) {
+  switch (role) {
+    case proto::ROLE_COORDINATOR:
+      return "coordinator";
+    case proto::ROLE_PUBLISHER:
+      return "publisher";
+    case proto::ROLE_SUBSCRIBER:
+      return "subscriber";
+    case proto::ROLE_OBSERVER:
+      return "observer";
+    default:
+      return "unspecified";
+  }
+}
 
 std::string encode_envelope(const proto::Envelope& message) {
   return message.SerializeAsString();

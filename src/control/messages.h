@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "codec/status.h"
 #include "weightcast/control.pb.h"
@@ -36,6 +37,9 @@ std::string encode_envelope(const proto::Envelope& message);
 // message says which.
 Result<proto::Envelope> decode_envelope(std::span<const uint8_t> frame,
                                         const MessageLimits& limits = {});
+
+// "coordinator", "publisher", "subscriber", "observer"; "unspecified" otherwise.
+std::string_view role_name(proto::Role role);
 
 // "offer", "ack", ... ("empty" without a body): for logs.
 std::string body_name(const proto::Envelope& message);

@@ -25,6 +25,15 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
+// Endpoint options of `rank` with one worker thread.
+template <typename Options>
+Options one_thread(uint32_t rank) {
+  Options o;
+  o.rank = rank;
+  o.threads = 1;
+  return o;
+}
+
 EndpointDeadline in(std::chrono::milliseconds ms) {
   return std::chrono::steady_clock::now() + ms;
 }
@@ -48,6 +57,38 @@ struct Weights {
   }
 };
 
+// A coordinator thread and the publisher (rank 1) of a trainer's weights.
+struct TrainerSide {
+  explicit TrainerSide(const TestGroup& g) : coordinator(g.config()) {
+    auto p = Publisher::start(g.config(), one_thread<PublisherOptions>(1));
+    if (!p.ok()) {
+      error = p.status().to_string();
+      return;
+    }
+    publisher = std::move(p).value();
+    for (const auto& r : trainer.refs()) {
+      Status s = publisher->register_tensor(r);
+      if (!s.ok()) error = s.to_string();
+    }
+  }
+  bool ok() const { return coordinator.ok() && publisher && error.empty(); }
+  std::string why() const { return coordinator.error() + error; }
+  // Publishes trainer.set(v) as v for v in [from, to), each committed before the next.
+  bool publish_committed(uint64_t from, uint64_t to) {
+    for (uint64_t v = from; v < to; ++v) {
+      trainer.set(v);
+      auto h = publisher->publish(v);
+      if (!h.ok() || !h->wait_committed(in(seconds(30))).ok()) return false;
+    }
+    return true;
+  }
+
+  CoordinatorThread coordinator;
+  Weights trainer;
+  std::unique_ptr<Publisher> publisher;
+  std::string error;
+};
+
 TEST(GroupEndpoint, StridedViewsCallbacksAndReads) {
   GroupSpec spec;
   spec.subscribers = 1;
@@ -55,7 +96,7 @@ TEST(GroupEndpoint, StridedViewsCallbacksAndReads) {
   CoordinatorThread coordinator(g.config());
   ASSERT_TRUE(coordinator.ok()) << coordinator.error();
   Weights trainer, engine;
-  auto publisher = Publisher::start(g.config(), {.rank = 1, .threads = 1});
+  auto publisher = Publisher::start(g.config(), one_thread<PublisherOptions>(1));
   ASSERT_TRUE(publisher.ok()) << publisher.status().to_string();
   for (const auto& r : trainer.refs()) ASSERT_TRUE((*publisher)->register_tensor(r).ok());
 
@@ -105,19 +146,13 @@ TEST(GroupEndpoint, BehindSubscriberCatchesUpAndGoesLive) {
   spec.subscribers = 1;
   spec.anchor_every = 3;
   TestGroup g(spec);
-  CoordinatorThread coordinator(g.config());
-  ASSERT_TRUE(coordinator.ok()) << coordinator.error();
-  Weights trainer, engine;
-  auto publisher = Publisher::start(g.config(), {.rank = 1, .threads = 1});
-  ASSERT_TRUE(publisher.ok());
-  for (const auto& r : trainer.refs()) ASSERT_TRUE((*publisher)->register_tensor(r).ok());
-  for (uint64_t v = 0; v < 7; ++v) {
-    trainer.set(v);
-    auto h = (*publisher)->publish(v);
-    ASSERT_TRUE(h.ok());
-    ASSERT_TRUE(h->wait_committed(in(seconds(30))).ok());  // no subscriber yet: at once
-  }
-  auto subscriber = Subscriber::create(g.config(), {.rank = 2, .threads = 1});
+  TrainerSide t(g);
+  ASSERT_TRUE(t.ok()) << t.why();
+  Weights& trainer = t.trainer;
+  Weights engine;
+  auto* publisher = &t.publisher;
+  ASSERT_TRUE(t.publish_committed(0, 7));  // no subscriber yet: each commits at once
+  auto subscriber = Subscriber::create(g.config(), one_thread<SubscriberOptions>(2));
   ASSERT_TRUE(subscriber.ok());
   for (const auto& r : engine.refs()) ASSERT_TRUE((*subscriber)->register_tensor(r).ok());
   ASSERT_TRUE((*subscriber)->connect().ok());
@@ -159,16 +194,12 @@ TEST(GroupEndpoint, CorruptPartIsNackedAndRecoveredWithoutUnverifiedState) {
   spec.subscribers = 1;
   spec.anchor_every = 100;
   TestGroup g(spec);
-  CoordinatorThread coordinator(g.config());
-  ASSERT_TRUE(coordinator.ok()) << coordinator.error();
-  Weights trainer, engine;
-  auto publisher = Publisher::start(g.config(), {.rank = 1, .threads = 1});
-  ASSERT_TRUE(publisher.ok());
-  for (const auto& r : trainer.refs()) ASSERT_TRUE((*publisher)->register_tensor(r).ok());
-  for (uint64_t v = 0; v < 3; ++v) {
-    trainer.set(v);
-    ASSERT_TRUE((*publisher)->publish(v)->wait_committed(in(seconds(30))).ok());
-  }
+  TrainerSide t(g);
+  ASSERT_TRUE(t.ok()) << t.why();
+  Weights& trainer = t.trainer;
+  Weights engine;
+  auto* publisher = &t.publisher;
+  ASSERT_TRUE(t.publish_committed(0, 3));
   // Version 3 is published with a corrupted part before the subscriber reads it.
   trainer.set(3);
   ASSERT_TRUE((*publisher)->publish(3)->wait_published(in(seconds(30))).ok());
