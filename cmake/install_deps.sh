@@ -21,6 +21,7 @@ packages=(
   libzmq3-dev cppzmq-dev libsodium-dev  # control plane (ZeroMQ with CURVE)
   libyaml-cpp-dev libspdlog-dev     # group config, weightcastd logs
   libtorch-dev                      # the libtorch trainer/engine examples (TensorRef adapter)
+  libucx-dev ucx-utils              # the UCX transport; ucx_perftest for its benchmark
 )
 
 if [[ "${1:-}" == "--print" ]]; then

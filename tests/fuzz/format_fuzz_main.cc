@@ -21,6 +21,7 @@
 #include "tests/fuzz/part_compression_fuzz_seeds.h"
 #include "tests/fuzz/safetensors_fuzz_seeds.h"
 #include "tests/fuzz/torch_fuzz_seeds.h"
+#include "tests/fuzz/ucx_blob_fuzz_seeds.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 

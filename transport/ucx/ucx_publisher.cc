@@ -1,0 +1,227 @@
+// UcxPublisherTransport (ucx_transport.h): parts mapped in place, blobs in the store.
+#include <xxhash.h>
+
+#include <cstdio>
+#include <set>
+
+#include "transport/ucx/ucx_transport.h"
+
+namespace weightcast {
+namespace {
+
+Status check_deadline(Deadline deadline, const std::string& what) {
+  if (std::chrono::steady_clock::now() > deadline)
+    return deadline_exceeded(what + ": deadline passed");
+  return ok_status();
+}
+
+}  // namespace
+
+std::string ucx_version_key(uint64_t version) {
+  char key[32];
+  std::snprintf(key, sizeof key, "v/%020llu", static_cast<unsigned long long>(version));
+  return key;
+}
+
+VersionDescriptor ucx_descriptor(const UcxVersionBlob& blob) {
+  VersionDescriptor d;
+  d.version = blob.version;
+  for (const auto& p : blob.parts) d.parts.push_back({p.name, p.bytes, p.xxh3});
+  return d;
+}
+
+UcxPublisherTransport::UcxPublisherTransport(UcxPublisherOptions options)
+    : options_(std::move(options)) {
+  if (!options_.store) {
+    init_error_ = invalid_argument("ucx publisher: no rendezvous store given");
+    return;
+  }
+  if (options_.keep_versions == 0) options_.keep_versions = 1;
+  auto context = UcxContext::create(options_.tls);
+  if (!context.ok()) {
+    init_error_ = context.status();
+    return;
+  }
+  context_ = std::move(*context);
+  auto worker = UcxWorker::create(*context_);
+  if (!worker.ok()) {
+    init_error_ = worker.status();
+    return;
+  }
+  worker_ = std::move(*worker);
+  auto address = worker_->address();
+  if (!address.ok()) {
+    init_error_ = address.status();
+    return;
+  }
+  worker_address_ = std::move(*address);
+  progress_ = std::thread([this] { progress_loop(); });
+}
+
+UcxPublisherTransport::~UcxPublisherTransport() {
+  close_worker();
+}
+
+TransportInfo UcxPublisherTransport::info() const {
+  TransportInfo info;
+  info.name = "ucx";
+  info.viable = init_error_.ok();
+  info.why_not_viable = init_error_.message();
+  if (context_) info.memory_kinds = context_->memory_kinds();
+  return info;
+}
+
+// Gets over tcp and shared memory are answered by this worker, so it must be progressed even
+// when no publish() is running. Spins briefly after activity (a transfer in progress), then
+// sleeps between polls so that an idle publisher costs little CPU. (Blocking in
+// ucp_worker_wait would need UCP_FEATURE_WAKEUP, which some transports lack, and would hold
+// the worker while publish() needs it.)
+void UcxPublisherTransport::progress_loop() {
+  int idle = 0;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    unsigned events = 0;
+    {
+      std::lock_guard lock(mu_);
+      if (!worker_) return;
+      for (int i = 0; i < 64; ++i) {
+        const unsigned n = ucp_worker_progress(worker_->get());
+        if (n == 0) break;
+        events += n;
+      }
+    }
+    if (events > 0) {
+      idle = 0;
+    } else if (++idle < 200) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+}
+
+Status UcxPublisherTransport::publish(uint64_t version, std::span<const PartPayload> parts,
+                                      Deadline deadline) {
+  const std::string what = "ucx publish of version " + std::to_string(version);
+  if (!init_error_.ok())
+    return failed_precondition(what + ": not viable: " + init_error_.message());
+  RETURN_IF_ERROR(check_deadline(deadline, what));
+  std::set<std::string> names;
+  for (const auto& p : parts) {
+    if (p.name.empty() || p.name.size() > kUcxBlobMaxNameBytes || !names.insert(p.name).second) {
+      return invalid_argument(what + ": part name '" + p.name.substr(0, 64) +
+                              "' is empty, too long or repeated");
+    }
+  }
+  // Hashing is the slow part and needs no worker: done before taking the lock.
+  std::vector<uint64_t> hashes;
+  for (const auto& p : parts) hashes.push_back(XXH3_64bits(p.bytes.data(), p.bytes.size()));
+  std::unique_lock lock(mu_, std::defer_lock);
+  if (!lock.try_lock_until(deadline)) return deadline_exceeded(what + ": publisher busy");
+  RETURN_IF_ERROR(sticky_.check());
+  if (!worker_) return sticky_.record(io_error(what + ": the publisher's worker is closed"));
+  return sticky_.record(publish_locked(version, parts, hashes, deadline));
+}
+
+Status UcxPublisherTransport::publish_locked(uint64_t version, std::span<const PartPayload> parts,
+                                             const std::vector<uint64_t>& hashes,
+                                             Deadline deadline) {
+  const std::string what = "ucx publish of version " + std::to_string(version);
+  if (has_latest_ && version <= latest_) {
+    return failed_precondition(what + " is not newer than the latest " + std::to_string(latest_));
+  }
+  // Another publisher may have used the store before this one (a restart): stay above it.
+  ASSIGN_OR_RETURN(auto stored, options_.store->get(kUcxLatestKey));
+  if (stored) {
+    auto blob = decode_ucx_version_blob(*stored);
+    if (blob.ok() && version <= blob->version) {
+      return failed_precondition(what + " is not newer than the store's latest " +
+                                 std::to_string(blob->version));
+    }
+  }
+  Published pub{version, {}};
+  UcxVersionBlob blob{version, worker_address_, {}};
+  auto fail = [&](Status s) {
+    for (ucp_mem_h memh : pub.memhs) {
+      if (memh != nullptr) (void)ucp_mem_unmap(context_->get(), memh);
+    }
+    return s;
+  };
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const PartPayload& p = parts[i];
+    const std::string part_what = what + " part '" + p.name + "'";
+    if (Status s = check_deadline(deadline, what); !s.ok()) return fail(s);
+    UcxPartBlob b{
+        p.name, p.bytes.size(), hashes[i], reinterpret_cast<uintptr_t>(p.bytes.data()), {}};
+    ucp_mem_h memh = nullptr;
+    if (!p.bytes.empty()) {
+      ucp_mem_map_params_t params{};
+      params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                          UCP_MEM_MAP_PARAM_FIELD_PROT;
+      // In place, read-only for everyone: subscribers only ever get from it.
+      params.address = const_cast<uint8_t*>(p.bytes.data());
+      params.length = p.bytes.size();
+      params.prot = UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_REMOTE_READ;
+      ucs_status_t s = ucp_mem_map(context_->get(), &params, &memh);
+      if (s != UCS_OK) return fail(ucx_status(s, part_what + ": ucp_mem_map"));
+      pub.memhs.push_back(memh);
+      void* rkey = nullptr;
+      size_t rkey_bytes = 0;
+      s = ucp_rkey_pack(context_->get(), memh, &rkey, &rkey_bytes);
+      if (s != UCS_OK) return fail(ucx_status(s, part_what + ": ucp_rkey_pack"));
+      const auto* rb = static_cast<const uint8_t*>(rkey);
+      b.rkey.assign(rb, rb + rkey_bytes);
+      ucp_rkey_buffer_release(rkey);
+    } else {
+      pub.memhs.push_back(nullptr);
+    }
+    blob.parts.push_back(std::move(b));
+  }
+  auto encoded = encode_ucx_version_blob(blob);
+  if (!encoded.ok()) return fail(encoded.status());
+  // The version's key first, then "latest": a reader that finds "latest" finds its version.
+  if (Status s = options_.store->put(ucx_version_key(version), *encoded); !s.ok()) return fail(s);
+  if (Status s = options_.store->put(kUcxLatestKey, std::move(*encoded)); !s.ok()) {
+    (void)options_.store->erase(ucx_version_key(version));
+    return fail(s);
+  }
+  published_.push_back(std::move(pub));
+  latest_ = version;
+  has_latest_ = true;
+  while (published_.size() > options_.keep_versions) {
+    retire(published_.front());
+    published_.pop_front();
+  }
+  return ok_status();
+}
+
+void UcxPublisherTransport::retire(const Published& p) {
+  // Erased before unmapping, so that no new fetch starts on memory about to be released.
+  (void)options_.store->erase(ucx_version_key(p.version));
+  if (has_latest_ && p.version == latest_) (void)options_.store->erase(kUcxLatestKey);
+  for (ucp_mem_h memh : p.memhs) {
+    if (memh != nullptr) (void)ucp_mem_unmap(context_->get(), memh);
+  }
+}
+
+void UcxPublisherTransport::close_worker() {
+  stop_ = true;
+  if (progress_.joinable()) progress_.join();
+  std::lock_guard lock(mu_);
+  for (const auto& p : published_) retire(p);
+  published_.clear();
+  worker_.reset();
+}
+
+Result<VersionDescriptor> UcxPublisherTransport::latest(Deadline) {
+  return failed_precondition("ucx publisher: read through a UcxSubscriberTransport");
+}
+
+Result<VersionDescriptor> UcxPublisherTransport::describe(uint64_t, Deadline) {
+  return failed_precondition("ucx publisher: read through a UcxSubscriberTransport");
+}
+
+Status UcxPublisherTransport::fetch(uint64_t, const PartDescriptor&, std::span<uint8_t>, Deadline) {
+  return failed_precondition("ucx publisher: read through a UcxSubscriberTransport");
+}
+
+}  // namespace weightcast

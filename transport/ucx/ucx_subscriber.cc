@@ -1,0 +1,271 @@
+// UcxSubscriberTransport (ucx_transport.h): blobs from the store, parts by one-sided gets.
+#include <xxhash.h>
+
+#include <cstdio>
+#include <list>
+
+#include "transport/ucx/ucx_transport.h"
+
+namespace weightcast {
+namespace {
+
+Status check_deadline(Deadline deadline, const std::string& what) {
+  if (std::chrono::steady_clock::now() > deadline)
+    return deadline_exceeded(what + ": deadline passed");
+  return ok_status();
+}
+
+// Unpacked rkeys kept per connection; the oldest versions' are dropped beyond this.
+constexpr size_t kMaxCachedRkeys = 256;
+
+}  // namespace
+
+UcxSubscriberTransport::UcxSubscriberTransport(UcxSubscriberOptions options)
+    : options_(std::move(options)) {
+  if (!options_.store) {
+    init_error_ = invalid_argument("ucx subscriber: no rendezvous store given");
+    return;
+  }
+  if (options_.chunk_bytes == 0) options_.chunk_bytes = 4 << 20;
+  if (options_.max_in_flight == 0) options_.max_in_flight = 1;
+  auto context = UcxContext::create(options_.tls);
+  if (!context.ok()) {
+    init_error_ = context.status();
+    return;
+  }
+  context_ = std::move(*context);
+  auto worker = UcxWorker::create(*context_);
+  if (!worker.ok()) {
+    init_error_ = worker.status();
+    return;
+  }
+  worker_ = std::move(*worker);
+}
+
+UcxSubscriberTransport::~UcxSubscriberTransport() {
+  std::lock_guard lock(mu_);
+  disconnect();
+}
+
+TransportInfo UcxSubscriberTransport::info() const {
+  TransportInfo info;
+  info.name = "ucx";
+  info.viable = init_error_.ok();
+  info.why_not_viable = init_error_.message();
+  if (context_) info.memory_kinds = context_->memory_kinds();
+  return info;
+}
+
+Status UcxSubscriberTransport::publish(uint64_t, std::span<const PartPayload>, Deadline) {
+  return failed_precondition("ucx subscriber: publish through a UcxPublisherTransport");
+}
+
+Result<VersionDescriptor> UcxSubscriberTransport::latest(Deadline deadline) {
+  if (!init_error_.ok()) return failed_precondition("ucx subscriber: " + init_error_.message());
+  std::lock_guard lock(mu_);
+  RETURN_IF_ERROR(sticky_.check());
+  RETURN_IF_ERROR(check_deadline(deadline, "ucx latest"));
+  auto stored = options_.store->get(kUcxLatestKey);
+  if (!stored.ok()) return sticky_.record(stored.status());
+  if (!*stored) return not_found("ucx: no version is published");
+  ASSIGN_OR_RETURN(auto blob, decode_ucx_version_blob(**stored));
+  return ucx_descriptor(blob);
+}
+
+Result<VersionDescriptor> UcxSubscriberTransport::describe(uint64_t version, Deadline deadline) {
+  if (!init_error_.ok()) return failed_precondition("ucx subscriber: " + init_error_.message());
+  std::lock_guard lock(mu_);
+  RETURN_IF_ERROR(sticky_.check());
+  RETURN_IF_ERROR(check_deadline(deadline, "ucx describe of version " + std::to_string(version)));
+  ASSIGN_OR_RETURN(auto blob, load(version));
+  return ucx_descriptor(blob);
+}
+
+Result<UcxVersionBlob> UcxSubscriberTransport::load(uint64_t version) {
+  auto stored = options_.store->get(ucx_version_key(version));
+  if (!stored.ok()) return sticky_.record(stored.status());
+  if (!*stored) return not_found("ucx: version " + std::to_string(version) + " is not published");
+  ASSIGN_OR_RETURN(auto blob, decode_ucx_version_blob(**stored));
+  if (blob.version != version) {
+    return data_loss("ucx: the store's entry for version " + std::to_string(version) +
+                     " describes version " + std::to_string(blob.version));
+  }
+  return blob;
+}
+
+Status UcxSubscriberTransport::fetch(uint64_t version, const PartDescriptor& part,
+                                     std::span<uint8_t> dest, Deadline deadline) {
+  const std::string what =
+      "ucx fetch of part '" + part.name + "' of version " + std::to_string(version);
+  if (!init_error_.ok()) return failed_precondition(what + ": " + init_error_.message());
+  std::unique_lock lock(mu_);
+  RETURN_IF_ERROR(sticky_.check());
+  RETURN_IF_ERROR(check_deadline(deadline, what));
+  if (dest.size() != part.bytes) {
+    return invalid_argument(what + ": destination has " + std::to_string(dest.size()) +
+                            " bytes, the part " + std::to_string(part.bytes));
+  }
+  ASSIGN_OR_RETURN(auto blob, load(version));
+  const UcxPartBlob* p = nullptr;
+  for (const auto& candidate : blob.parts) {
+    if (candidate.name == part.name) p = &candidate;
+  }
+  if (p == nullptr) return not_found(what + ": no such part");
+  if (p->bytes != part.bytes || p->xxh3 != part.xxh3) {
+    return invalid_argument(what + ": the descriptor does not match the published part");
+  }
+  if (p->bytes > 0) {
+    RETURN_IF_ERROR(sticky_.record(connect(blob.worker_address)));
+    auto rk = rkey(version, *p);
+    if (!rk.ok()) return sticky_.record(rk.status());
+    RETURN_IF_ERROR(sticky_.record(get_chunks(*p, *rk, dest, deadline).with_context(what)));
+  }
+  const uint64_t got = XXH3_64bits(dest.data(), dest.size());
+  if (got == p->xxh3) return ok_status();
+  // A version retired while it was read may show its memory's next contents: not found, not
+  // corruption, as long as the store no longer offers it.
+  auto again = options_.store->get(ucx_version_key(version));
+  if (again.ok() && !*again) return not_found(what + ": the version was retired during the fetch");
+  char hex[64];
+  std::snprintf(hex, sizeof hex, "%016llx, expected %016llx", static_cast<unsigned long long>(got),
+                static_cast<unsigned long long>(p->xxh3));
+  return data_loss(what + ": the bytes read do not match their XXH3 (" + hex + ")");
+}
+
+void UcxSubscriberTransport::on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
+  static_cast<Connection*>(arg)->failure = status;
+}
+
+Status UcxSubscriberTransport::connect(const std::vector<uint8_t>& worker_address) {
+  if (conn_ && conn_->worker_address == worker_address && conn_->failure == UCS_OK) {
+    return ok_status();
+  }
+  disconnect();
+  auto conn = std::make_unique<Connection>();
+  conn->worker_address = worker_address;
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  params.address = reinterpret_cast<const ucp_address_t*>(conn->worker_address.data());
+  // Peer mode: a dead or vanished publisher fails the endpoint (and its gets) instead of
+  // leaving them pending forever; it also allows the forced close disconnect() relies on.
+  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  params.err_handler.cb = &UcxSubscriberTransport::on_ep_error;
+  params.err_handler.arg = conn.get();
+  const ucs_status_t s = ucp_ep_create(worker_->get(), &params, &conn->ep);
+  if (s != UCS_OK) return ucx_status(s, "ucx: ucp_ep_create to the publisher's worker");
+  conn_ = std::move(conn);
+  return ok_status();
+}
+
+void UcxSubscriberTransport::disconnect() {
+  if (!conn_) return;
+  if (conn_->ep != nullptr) {
+    ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    params.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    const auto deadline = std::chrono::steady_clock::now() + kUcxReleaseGrace;
+    (void)ucx_wait(worker_->get(), ucp_ep_close_nbx(conn_->ep, &params), deadline, "ucx: close");
+  }
+  // After the forced close every get has completed, so no operation uses these rkeys any more
+  // (UCX asks for destruction before the endpoint's, which a forced close cannot offer).
+  for (auto& [key, rkey] : conn_->rkeys) ucp_rkey_destroy(rkey);
+  conn_.reset();
+}
+
+Result<ucp_rkey_h> UcxSubscriberTransport::rkey(uint64_t version, const UcxPartBlob& part) {
+  const auto key = std::make_pair(version, part.name);
+  auto it = conn_->rkeys.find(key);
+  if (it != conn_->rkeys.end()) return it->second;
+  ucp_rkey_h rkey = nullptr;
+  const ucs_status_t s = ucp_ep_rkey_unpack(conn_->ep, part.rkey.data(), &rkey);
+  if (s != UCS_OK) {
+    return ucx_status(s, "ucx: rkey of part '" + part.name + "' of version " +
+                             std::to_string(version) + " does not unpack");
+  }
+  while (conn_->rkeys.size() >= kMaxCachedRkeys) {
+    ucp_rkey_destroy(conn_->rkeys.begin()->second);
+    conn_->rkeys.erase(conn_->rkeys.begin());
+  }
+  conn_->rkeys.emplace(key, rkey);
+  return rkey;
+}
+
+// Chunked gets with at most max_in_flight outstanding; on any failure or the deadline the
+// remaining gets are abandoned by force-closing the endpoint, and this returns only once UCX
+// has let go of every one of them (so nothing writes into `dest` afterwards).
+Status UcxSubscriberTransport::get_chunks(const UcxPartBlob& part, ucp_rkey_h rkey,
+                                          std::span<uint8_t> dest, Deadline deadline) {
+  struct InFlight {
+    void* request;
+    size_t bytes;
+  };
+  std::list<InFlight> in_flight;
+  ucp_request_param_t params{};  // no callback: requests are polled
+  size_t next = 0;
+  uint64_t done = 0;
+  Status error = ok_status();
+  ucp_worker_h worker = worker_->get();
+  auto completed = [&](size_t bytes) {
+    done += bytes;
+    if (options_.after_chunk) options_.after_chunk(done);
+  };
+  while (error.ok() && (next < dest.size() || !in_flight.empty())) {
+    while (next < dest.size() && in_flight.size() < options_.max_in_flight) {
+      const size_t n = std::min(options_.chunk_bytes, dest.size() - next);
+      ucs_status_ptr_t r =
+          ucp_get_nbx(conn_->ep, dest.data() + next, n, part.remote_address + next, rkey, &params);
+      if (UCS_PTR_IS_ERR(r)) {
+        error = ucx_status(UCS_PTR_STATUS(r), "get at offset " + std::to_string(next));
+        break;
+      }
+      next += n;
+      if (r == nullptr) {
+        completed(n);
+      } else {
+        in_flight.push_back({r, n});
+      }
+    }
+    if (!error.ok()) break;
+    ucp_worker_progress(worker);
+    for (auto it = in_flight.begin(); it != in_flight.end();) {
+      const ucs_status_t s = ucp_request_check_status(it->request);
+      if (s == UCS_INPROGRESS) {
+        ++it;
+        continue;
+      }
+      ucp_request_free(it->request);
+      if (s != UCS_OK && error.ok()) error = ucx_status(s, "get");
+      if (s == UCS_OK) completed(it->bytes);
+      it = in_flight.erase(it);
+    }
+    if (error.ok() && conn_->failure != UCS_OK) {
+      error = ucx_status(conn_->failure, "connection to the publisher");
+    }
+    if (error.ok() && std::chrono::steady_clock::now() > deadline) {
+      error = deadline_exceeded("deadline passed after " + std::to_string(done) + " of " +
+                                std::to_string(dest.size()) + " bytes");
+    }
+  }
+  if (error.ok() && conn_->failure != UCS_OK) {
+    error = ucx_status(conn_->failure, "connection to the publisher");
+  }
+  if (in_flight.empty() && (error.ok() || conn_->failure == UCS_OK)) return error;
+  for (const auto& f : in_flight) ucp_request_cancel(worker, f.request);
+  std::vector<void*> requests;
+  for (const auto& f : in_flight) requests.push_back(f.request);
+  disconnect();  // a failed or abandoned endpoint is of no further use
+  const auto give_up = std::chrono::steady_clock::now() + kUcxReleaseGrace;
+  for (void* r : requests) {
+    while (ucp_request_check_status(r) == UCS_INPROGRESS) {
+      if (std::chrono::steady_clock::now() > give_up) {
+        return internal_error(error.message() + "; UCX did not release a cancelled get (leaked)");
+      }
+      ucp_worker_progress(worker);
+    }
+    ucp_request_free(r);
+  }
+  return error;
+}
+
+}  // namespace weightcast

@@ -1,0 +1,139 @@
+// The UCX backend of the Transport interface (transport.h, DESIGN §5): the publisher
+// registers each part's memory in place and leaves a version blob (ucx_version_blob.h) in a
+// RendezvousStore; subscribers read parts with one-sided gets (ucp_get_nbx) and verify them.
+// The transports UCX picks (verbs, cuda_ipc, shm, tcp) come from UCX_TLS or the `tls` option.
+//
+// A publisher and a subscriber are separate objects with their own UCP context and worker;
+// publish() is called on the former, latest/describe/fetch on the latter (the other calls
+// return kFailedPrecondition).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/transport.h"
+#include "transport/ucx/rendezvous_store.h"
+#include "transport/ucx/ucx_context.h"
+#include "transport/ucx/ucx_version_blob.h"
+
+namespace weightcast {
+
+// Store keys: one per readable version, and the newest version's blob.
+inline constexpr const char* kUcxLatestKey = "latest";
+std::string ucx_version_key(uint64_t version);  // "v/00000000000000000007"
+VersionDescriptor ucx_descriptor(const UcxVersionBlob& blob);
+
+struct UcxPublisherOptions {
+  std::shared_ptr<RendezvousStore> store;
+  std::string tls;  // overrides UCX_TLS for this object when not empty
+  // Versions kept readable; publishing one more retires the oldest (its store entry is erased,
+  // then its memory unmapped).
+  size_t keep_versions = 2;
+};
+
+// Zero-copy contract: publish() maps the parts' buffers where they are (ucp_mem_map, no
+// copy). The caller keeps every part's bytes alive and unchanged until its version is retired
+// (by the keep_versions window, close_worker() or the destructor); changed bytes reach
+// subscribers as kDataLoss. A subscriber still reading a version being retired races with the
+// caller reusing that memory; the control plane's leases are what prevents that.
+//
+// A background thread progresses the worker (gets over tcp/shm are served by the publisher's
+// worker), serialized with publish() by a mutex.
+class UcxPublisherTransport final : public Transport {
+ public:
+  explicit UcxPublisherTransport(UcxPublisherOptions options);
+  ~UcxPublisherTransport() override;
+
+  TransportInfo info() const override;
+  Status publish(uint64_t version, std::span<const PartPayload> parts, Deadline deadline) override;
+  Result<VersionDescriptor> latest(Deadline deadline) override;
+  Result<VersionDescriptor> describe(uint64_t version, Deadline deadline) override;
+  Status fetch(uint64_t version, const PartDescriptor& part, std::span<uint8_t> dest,
+               Deadline deadline) override;
+
+  // Retires every version and destroys the worker, as a lost connection would: every later
+  // publish returns a sticky kIoError.
+  void close_worker();
+
+ private:
+  struct Published {
+    uint64_t version = 0;
+    std::vector<ucp_mem_h> memhs;  // null for empty parts
+  };
+  void progress_loop();
+  Status publish_locked(uint64_t version, std::span<const PartPayload> parts,
+                        const std::vector<uint64_t>& hashes, Deadline deadline);
+  void retire(const Published& p);  // erases the store entry, then unmaps
+
+  UcxPublisherOptions options_;
+  Status init_error_ = ok_status();
+  std::unique_ptr<UcxContext> context_;
+  std::timed_mutex mu_;  // guards worker_ (UCX calls on it), published_, latest_
+  std::unique_ptr<UcxWorker> worker_;
+  std::vector<uint8_t> worker_address_;
+  std::deque<Published> published_;
+  uint64_t latest_ = 0;
+  bool has_latest_ = false;
+  StickyError sticky_;
+  std::atomic<bool> stop_{false};
+  std::thread progress_;
+};
+
+struct UcxSubscriberOptions {
+  std::shared_ptr<RendezvousStore> store;
+  std::string tls;
+  size_t chunk_bytes = 4 << 20;  // one ucp_get_nbx per chunk
+  size_t max_in_flight = 8;      // chunks requested and not yet completed
+  // Tests: called after each completed chunk with the bytes received so far.
+  std::function<void(uint64_t done)> after_chunk;
+};
+
+// Thread-safe (calls are serialized). A connection error (the publisher died or closed) is
+// sticky; a corrupt part is kDataLoss naming it and is not; a version retired while it was
+// being read is kNotFound.
+class UcxSubscriberTransport final : public Transport {
+ public:
+  explicit UcxSubscriberTransport(UcxSubscriberOptions options);
+  ~UcxSubscriberTransport() override;
+
+  TransportInfo info() const override;
+  Status publish(uint64_t version, std::span<const PartPayload> parts, Deadline deadline) override;
+  Result<VersionDescriptor> latest(Deadline deadline) override;
+  Result<VersionDescriptor> describe(uint64_t version, Deadline deadline) override;
+  Status fetch(uint64_t version, const PartDescriptor& part, std::span<uint8_t> dest,
+               Deadline deadline) override;
+
+ private:
+  struct Connection {
+    std::vector<uint8_t> worker_address;
+    ucp_ep_h ep = nullptr;
+    ucs_status_t failure = UCS_OK;  // set by the error handler during progress
+    // Unpacked rkeys by (version, part); destroyed before the endpoint.
+    std::map<std::pair<uint64_t, std::string>, ucp_rkey_h> rkeys;
+  };
+  static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+  Result<UcxVersionBlob> load(uint64_t version);
+  Status connect(const std::vector<uint8_t>& worker_address);
+  void disconnect();  // force-closes the endpoint: outstanding gets complete as cancelled
+  Result<ucp_rkey_h> rkey(uint64_t version, const UcxPartBlob& part);
+  Status get_chunks(const UcxPartBlob& part, ucp_rkey_h rkey, std::span<uint8_t> dest,
+                    Deadline deadline);
+
+  UcxSubscriberOptions options_;
+  Status init_error_ = ok_status();
+  std::unique_ptr<UcxContext> context_;
+  std::unique_ptr<UcxWorker> worker_;
+  std::mutex mu_;
+  std::unique_ptr<Connection> conn_;
+  StickyError sticky_;
+};
+
+}  // namespace weightcast
