@@ -13,8 +13,8 @@ std::vector<std::vector<uint8_t>> make_curve_key_seeds() {
     auto pair = generate_curve_key_pair();
     if (!pair.ok()) continue;
     add("public-key = " + pair->public_z85 + "\nsecret-key = " + pair->secret_z85 + "\n");
-    add("# weightcast CURVE key pair\n\n  public-key=" + pair->public_z85 +
-        "  \r\nsecret-key =\t" + pair->secret_z85);
+    add("# weightcast CURVE key pair\n\n  public-key=" + pair->public_z85 + "  \r\nsecret-key =\t" +
+        pair->secret_z85);
   }
   return seeds;
 }

@@ -16,8 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   if (!is_z85_key(pair->public_z85) || !is_z85_key(pair->secret_z85)) std::abort();
-  const std::string again = "public-key = " + pair->public_z85 + "\nsecret-key = " +
-                            pair->secret_z85 + "\n";
+  const std::string again =
+      "public-key = " + pair->public_z85 + "\nsecret-key = " + pair->secret_z85 + "\n";
   auto back = parse_curve_key_text(again, "fuzz.key");
   if (!back.ok() || back->public_z85 != pair->public_z85 || back->secret_z85 != pair->secret_z85) {
     std::abort();
