@@ -132,4 +132,11 @@ Status ucx_wait(ucp_worker_h worker, ucs_status_ptr_t request, Deadline deadline
   return deadline_exceeded(std::string(what) + ": deadline passed");
 }
 
+Result<UcxContextAndWorker> create_ucx_context_and_worker(const std::string& tls) {
+  UcxContextAndWorker out;
+  ASSIGN_OR_RETURN(out.context, UcxContext::create(tls));
+  ASSIGN_OR_RETURN(out.worker, UcxWorker::create(*out.context));
+  return out;
+}
+
 }  // namespace weightcast

@@ -59,6 +59,13 @@ class UcxWorker {
   ucp_worker_h worker_;
 };
 
+// A context and its one worker: what every UCX publisher or subscriber object starts from.
+struct UcxContextAndWorker {
+  std::unique_ptr<UcxContext> context;
+  std::unique_ptr<UcxWorker> worker;
+};
+Result<UcxContextAndWorker> create_ucx_context_and_worker(const std::string& tls);
+
 // Drives `worker` until `request` (a ucp_*_nbx result: null, an error or a request) completes,
 // then frees it. When `deadline` passes first, the request is cancelled (ucp_request_cancel),
 // `abort` runs (RMA requests ignore cancel: the caller force-closes their endpoint there, which

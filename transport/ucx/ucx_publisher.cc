@@ -37,18 +37,13 @@ UcxPublisherTransport::UcxPublisherTransport(UcxPublisherOptions options)
     return;
   }
   if (options_.keep_versions == 0) options_.keep_versions = 1;
-  auto context = UcxContext::create(options_.tls);
-  if (!context.ok()) {
-    init_error_ = context.status();
+  auto created = create_ucx_context_and_worker(options_.tls);
+  if (!created.ok()) {
+    init_error_ = created.status();
     return;
   }
-  context_ = std::move(*context);
-  auto worker = UcxWorker::create(*context_);
-  if (!worker.ok()) {
-    init_error_ = worker.status();
-    return;
-  }
-  worker_ = std::move(*worker);
+  context_ = std::move(created->context);
+  worker_ = std::move(created->worker);
   auto address = worker_->address();
   if (!address.ok()) {
     init_error_ = address.status();

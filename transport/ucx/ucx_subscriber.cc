@@ -28,18 +28,13 @@ UcxSubscriberTransport::UcxSubscriberTransport(UcxSubscriberOptions options)
   }
   if (options_.chunk_bytes == 0) options_.chunk_bytes = 4 << 20;
   if (options_.max_in_flight == 0) options_.max_in_flight = 1;
-  auto context = UcxContext::create(options_.tls);
-  if (!context.ok()) {
-    init_error_ = context.status();
+  auto created = create_ucx_context_and_worker(options_.tls);
+  if (!created.ok()) {
+    init_error_ = created.status();
     return;
   }
-  context_ = std::move(*context);
-  auto worker = UcxWorker::create(*context_);
-  if (!worker.ok()) {
-    init_error_ = worker.status();
-    return;
-  }
-  worker_ = std::move(*worker);
+  context_ = std::move(created->context);
+  worker_ = std::move(created->worker);
 }
 
 UcxSubscriberTransport::~UcxSubscriberTransport() {
