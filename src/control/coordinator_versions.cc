@@ -42,6 +42,7 @@ std::vector<OutgoingMessage> CoordinatorState::on_offer(const proto::Offer& offe
     proto::Envelope e = envelope(m.protocol);
     *e.mutable_offer() = offer;
     e.mutable_offer()->set_transport(m.transport);
+    if (m.transport != "ucx") e.mutable_offer()->clear_ucx_blob();
     out.push_back({m.peer, std::move(e)});
   }
   auto commits = try_commit(now);
@@ -86,6 +87,9 @@ std::vector<OutgoingMessage> CoordinatorState::on_ack(Member& member, const prot
   member.held = v;
   if (!member.acked || v > *member.acked) member.acked = v;
   set_result(v, member.rank, "ok", ack.apply_us(), ack.bytes_read());
+  if (auto r = versions_.find(v); r != versions_.end() && r->second.results.count(member.rank)) {
+    r->second.results[member.rank].set_transport(ack.transport());
+  }
   event(CoordinatorEvent::Kind::kAcked, member.rank, v, "");
   if (member.state == MemberState::kCatchUp && head_ && v >= *head_) {
     member.state = MemberState::kLive;

@@ -125,6 +125,22 @@ Status parse_transports(const Reader& r, const YAML::Node& n, proto::GroupConfig
   return ok_status();
 }
 
+// `ucx: {tls: "shm,tcp"}`: the UCX_TLS value the UCX transport uses (UCX's own syntax: names,
+// commas, a leading ^ to exclude, aliases such as shm or cuda); absent: UCX chooses.
+Status parse_ucx(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg) {
+  if (!n.IsDefined()) return ok_status();
+  RETURN_IF_ERROR(r.mapping(n, "ucx", {"tls"}));
+  ASSIGN_OR_RETURN(std::string tls, r.str_field(n, "ucx", "tls", std::string()));
+  for (char c : tls) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != ',' && c != '^' &&
+        c != ':') {
+      return r.fail("ucx.tls", quote(tls) + " is not a UCX_TLS list (names, commas, a leading ^)");
+    }
+  }
+  cfg.mutable_ucx()->set_tls(tls);
+  return ok_status();
+}
+
 Status parse_timeouts(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg) {
   const YAML::Node m = n.IsDefined() ? n : YAML::Node(YAML::NodeType::Map);
   RETURN_IF_ERROR(r.mapping(m, "timeouts",
@@ -278,7 +294,7 @@ Status parse_demo(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg)
 Result<proto::GroupConfig> parse_root(const Reader& r, const YAML::Node& root) {
   RETURN_IF_ERROR(r.mapping(root, "",
                             {"group_id", "coordinator", "journal", "transports", "max_in_flight",
-                             "timeouts", "curve", "ranks", "demo"}));
+                             "timeouts", "curve", "ranks", "demo", "ucx"}));
   proto::GroupConfig cfg;
   ASSIGN_OR_RETURN(*cfg.mutable_group_id(), r.str_field(root, "", "group_id"));
   if (!valid_group_id(cfg.group_id())) {
@@ -289,6 +305,7 @@ Result<proto::GroupConfig> parse_root(const Reader& r, const YAML::Node& root) {
   if (!root["journal"].IsDefined()) return r.missing("", "journal");
   RETURN_IF_ERROR(parse_journal(r, root["journal"], cfg));
   RETURN_IF_ERROR(parse_transports(r, root["transports"], cfg));
+  RETURN_IF_ERROR(parse_ucx(r, root["ucx"], cfg));
   ASSIGN_OR_RETURN(uint64_t in_flight,
                    r.uint_field(root, "", "max_in_flight", kDefaultMaxInFlight, 1, kU32Max));
   cfg.set_max_in_flight(static_cast<uint32_t>(in_flight));

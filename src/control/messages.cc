@@ -81,9 +81,15 @@ Status check_body(const proto::Envelope& m, const MessageLimits& l) {
       return check_string(m.refuse().reason(), "refuse reason", l);
     case proto::Envelope::kOffer:
       RETURN_IF_ERROR(check_checksums(m.offer().checksums(), "offer", l));
+      if (m.offer().ucx_blob().size() > l.max_blob_bytes) {
+        return invalid_argument("offer ucx_blob has " +
+                                std::to_string(m.offer().ucx_blob().size()) + " bytes, more than " +
+                                std::to_string(l.max_blob_bytes));
+      }
       return check_string(m.offer().transport(), "offer transport", l);
     case proto::Envelope::kAck:
-      return check_checksums(m.ack().checksums(), "ack", l);
+      RETURN_IF_ERROR(check_checksums(m.ack().checksums(), "ack", l));
+      return check_string(m.ack().transport(), "ack transport", l);
     case proto::Envelope::kNack:
       return check_nack(m.nack(), l);
     case proto::Envelope::kRecover:

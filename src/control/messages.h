@@ -22,11 +22,12 @@ inline constexpr uint32_t kProtocolMin = 1;
 inline constexpr uint32_t kProtocolMax = 1;
 
 struct MessageLimits {
-  size_t max_bytes = size_t{16} << 20;     // one frame
-  size_t max_checksums = size_t{1} << 20;  // Offer/Ack checksums, Nack tensors
-  size_t max_members = 65536;              // StatusReply members
-  size_t max_string_bytes = 4096;          // any string field (reason, names, host)
-  size_t max_transports = 16;              // Hello transports
+  size_t max_bytes = size_t{16} << 20;      // one frame
+  size_t max_checksums = size_t{1} << 20;   // Offer/Ack checksums, Nack tensors
+  size_t max_members = 65536;               // StatusReply members
+  size_t max_string_bytes = 4096;           // any string field (reason, names, host)
+  size_t max_transports = 16;               // Hello transports
+  size_t max_blob_bytes = size_t{8} << 20;  // Offer ucx_blob
 };
 
 // Serializes `message` (which must have a body).

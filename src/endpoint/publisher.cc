@@ -1,5 +1,6 @@
 #include "src/endpoint/publisher.h"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <utility>
@@ -63,6 +64,18 @@ Result<std::unique_ptr<Publisher>> Publisher::start(const proto::GroupConfig& co
   journal.retention.keep_anchors = std::max<uint32_t>(1, config.retain_anchors());
   journal.pool = p->pool_.get();
   journal.log = p->options_.log;
+  const auto& transports = config.transports();
+  if (std::find(transports.begin(), transports.end(), "ucx") != transports.end()) {
+    // Readable: the versions a subscriber may still be fetching while newer ones arrive.
+    auto ucx = UcxLiveServer::create(config.ucx().tls(), config.max_in_flight() + 2);
+    if (ucx.ok()) {
+      p->ucx_ = std::move(ucx).value();
+      journal.delta.keep_in_memory = true;
+    } else if (p->options_.log) {
+      p->options_.log("publisher: not serving over ucx (" + ucx.status().message() +
+                      "); subscribers read the journal");
+    }
+  }
   ASSIGN_OR_RETURN(p->writer_, JournalWriter::open(std::move(journal)));
   if (p->writer_->head()) p->head_ = p->writer_->head()->version();
 
@@ -71,6 +84,7 @@ Result<std::unique_ptr<Publisher>> Publisher::start(const proto::GroupConfig& co
   link.role = proto::ROLE_PUBLISHER;
   link.heartbeat = std::chrono::milliseconds(config.timeouts().heartbeat_ms());
   link.log = p->options_.log;
+  if (p->ucx_) link.transports.push_back("ucx");
   Publisher* self = p.get();
   ASSIGN_OR_RETURN(p->link_,
                    RankLink::start(
@@ -249,6 +263,17 @@ Status Publisher::run_job(PublishJob& job) {
   offer.set_stored_bytes(report.stored_bytes);
   offer.set_published_unix_us(started_unix);
   offer.set_transport("fs");
+  if (ucx_ && report.delta) {
+    auto blob = ucx_->serve(job.version, std::move(*report.delta));
+    if (blob.ok()) {
+      offer.set_ucx_blob(std::move(blob).value());
+      offer.set_transport("ucx");
+    } else if (options_.log) {
+      options_.log("publisher: version " + std::to_string(job.version) +
+                   " not served over ucx: " + blob.status().message());
+    }
+  }
+  report.delta.reset();
   offer.set_publish_us(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                                  std::chrono::steady_clock::now() - started)
                                                  .count()));
@@ -257,9 +282,15 @@ Status Publisher::run_job(PublishJob& job) {
     head_ = job.version;
     uncommitted_.insert(job.version);
   }
+  if (options_.before_offer) options_.before_offer(job.version);
   link_->send(std::move(e));
-  job.report = report;
+  job.report = std::move(report);
   return ok_status();
+}
+
+void Publisher::close_ucx_for_test() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ucx_) ucx_->close_for_test();
 }
 
 void Publisher::worker() {

@@ -8,7 +8,9 @@
 //      returns after this, and the trainer may then change its weights again,
 //   3. writes the version to the journal (a delta against the previous published version,
 //      or an anchor: the first version, every anchor_every, when the tensors changed shape),
-//   4. offers it to the coordinator with every tensor's checksum.
+//   4. offers it to the coordinator with every tensor's checksum; when the group's transports
+//      list ucx, the version's delta is also served from memory over UCX and the Offer
+//      carries where (src/endpoint/ucx_live.h).
 // wait_committed() returns once every live subscriber acked it. A publisher restarted on an
 // existing journal rebuilds its previous version from the journal (verified) before its
 // first delta. Versions must increase; an error leaves the journal on the previous version.
@@ -18,6 +20,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -30,6 +33,7 @@
 #include "codec/tensor_ref.h"
 #include "codec/thread_pool.h"
 #include "src/endpoint/rank_link.h"
+#include "src/endpoint/ucx_live.h"
 #include "transport/fs/journal_writer.h"
 #include "weightcast/group_config.pb.h"
 
@@ -44,6 +48,9 @@ struct PublisherOptions {
   // config's ack timeout).
   std::chrono::milliseconds credit_timeout{0};
   ControlLog log;
+  // Tests: called on the worker after a version is written (and served) and before its
+  // Offer is sent.
+  std::function<void(uint64_t version)> before_offer;
 };
 
 class Publisher;
@@ -92,6 +99,10 @@ class Publisher {
   std::optional<uint64_t> head() const;       // last version in the journal
   std::optional<uint64_t> committed() const;  // last version the group committed
   Status wait_committed(uint64_t version, EndpointDeadline deadline) const;
+  // Whether versions are served over UCX (the group lists ucx and UCX works here).
+  bool serves_ucx() const { return ucx_ != nullptr; }
+  // Tests: stop serving over UCX as a dead worker would; later offers carry stale blobs.
+  void close_ucx_for_test();
 
   // Finishes queued publications, sends Leave and disconnects.
   void stop(const std::string& reason = "publisher stopping");
@@ -109,6 +120,7 @@ class Publisher {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<JournalWriter> writer_;
   std::unique_ptr<RankLink> link_;
+  std::unique_ptr<UcxLiveServer> ucx_;
 
   std::vector<TensorRef> tensors_;
   std::vector<std::vector<uint8_t>> current_;

@@ -86,6 +86,16 @@ Status Subscriber::connect() {
   link.role = proto::ROLE_SUBSCRIBER;
   link.heartbeat = std::chrono::milliseconds(config_.timeouts().heartbeat_ms());
   link.log = options_.log;
+  const auto& transports = config_.transports();
+  if (std::find(transports.begin(), transports.end(), "ucx") != transports.end()) {
+    auto ucx = UcxLiveFetcher::create(config_.ucx().tls());
+    if (ucx.ok()) {
+      ucx_ = std::move(ucx).value();
+      link.transports.push_back("ucx");
+    } else if (options_.log) {
+      options_.log("subscriber: cannot use ucx (" + ucx.status().message() + ")");
+    }
+  }
   auto started = RankLink::start(
       config_, link, [this](const proto::Envelope& m) { on_message(m); },
       [this] { return current_version(); });
@@ -111,17 +121,71 @@ void Subscriber::on_message(const proto::Envelope& m) {
       options_.log("subscriber: recover to v" + std::to_string(*target) + ": " +
                    m.recover().reason());
   }
-  if (!target) return;
   std::lock_guard<std::mutex> lock(mu_);
+  if (m.has_welcome()) transport_ = m.welcome().transport();
+  if (m.has_offer() && !m.offer().ucx_blob().empty()) {
+    ucx_blobs_[m.offer().version()] = m.offer().ucx_blob();
+    while (ucx_blobs_.size() > 16) ucx_blobs_.erase(ucx_blobs_.begin());
+  }
+  if (m.has_recover()) {  // after a failure or a timeout: the journal
+    ucx_blobs_.erase(ucx_blobs_.begin(), ucx_blobs_.upper_bound(m.recover().target_version()));
+  }
+  if (!target) return;
   if (!target_ || *target > *target_) target_ = *target;
   retry_requested_ = retry_requested_ || retry || (current_ && *current_ >= *target);
   cv_.notify_all();
 }
 
+std::optional<Status> Subscriber::apply_over_ucx(uint64_t target, uint64_t* bytes_read) {
+  const std::optional<uint64_t> held = reader_->held();
+  if (!ucx_ || !held || *held >= target) return std::nullopt;
+  std::vector<std::pair<uint64_t, std::string>> blobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (transport_ != "ucx") return std::nullopt;
+    for (uint64_t v = *held + 1; v <= target; ++v) {
+      auto it = ucx_blobs_.find(v);
+      if (it == ucx_blobs_.end()) return std::nullopt;
+      blobs.emplace_back(v, it->second);
+    }
+  }
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(config_.timeouts().ack_timeout_ms());
+  for (auto& [v, blob] : blobs) {
+    auto fetched = ucx_->fetch(v, blob, deadline);
+    Status applied = fetched.ok() ? reader_->apply_delta_from(std::move(fetched->manifest),
+                                                              std::move(fetched->parts),
+                                                              "ucx version " + std::to_string(v))
+                                  : fetched.status();
+    if (!applied.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ucx_blobs_.erase(ucx_blobs_.begin(), ucx_blobs_.upper_bound(target));  // next: the journal
+      return Status(applied.code(), "over ucx: " + applied.message());
+    }
+    *bytes_read += fetched->bytes_read;
+  }
+  return ok_status();
+}
+
 void Subscriber::attempt(uint64_t target) {
   const auto started = std::chrono::steady_clock::now();
   const std::optional<uint64_t> before = reader_->held();
-  auto report = reader_->catch_up(target);
+  uint64_t bytes_read = 0;
+  std::string how = "fs";
+  Result<CatchUpReport> report = failed_precondition("not attempted");
+  if (auto live = apply_over_ucx(target, &bytes_read)) {
+    if (live->ok()) {
+      CatchUpReport r;
+      r.version = target;
+      r.deltas_applied = target - *before;
+      report = r;
+      how = "ucx";
+    } else {
+      report = *live;
+    }
+  } else {
+    report = reader_->catch_up(target);
+  }
   proto::Envelope e;
   if (!report.ok()) {
     proto::Nack& nack = *e.mutable_nack();
@@ -158,6 +222,8 @@ void Subscriber::attempt(uint64_t target) {
   ack.set_version(version);
   ack.set_rank(options_.rank);
   ack.set_apply_us(apply_us);
+  ack.set_bytes_read(bytes_read);
+  ack.set_transport(how);
   std::vector<uint64_t> checksums;
   for (size_t i = 0; i < tensors_.size(); ++i) {
     proto::TensorChecksum& c = *ack.add_checksums();
@@ -172,6 +238,8 @@ void Subscriber::attempt(uint64_t target) {
     ++stats_.versions_applied;
     stats_.anchors_loaded += report->anchors_loaded;
     stats_.last_apply_us = apply_us;
+    stats_.last_transport = how;
+    if (how == "ucx") stats_.versions_over_ucx += version - before.value_or(version);
     cv_.notify_all();
   }
   link_->send(std::move(e));

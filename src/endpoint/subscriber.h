@@ -9,12 +9,18 @@
 // from a verified staging copy, so they hold the last verified version or the new one and
 // never anything in between (invariant 1); a failure is nacked and the engine keeps its
 // version until a Recover succeeds. Failed attempts back off (0.25 s doubling to 4 s).
+//
+// When the coordinator chose ucx for this rank and the Offers of every version from the held
+// one to the target carry a UCX blob, the deltas are read from the publisher's memory over
+// UCX (src/endpoint/ucx_live.h) instead of the journal, with the same checks; a UCX failure
+// is nacked and the recovery that follows reads the journal.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -27,6 +33,7 @@
 #include "codec/thread_pool.h"
 #include "src/endpoint/publisher.h"
 #include "src/endpoint/rank_link.h"
+#include "src/endpoint/ucx_live.h"
 #include "weightcast/group_config.pb.h"
 
 namespace weightcast {
@@ -47,6 +54,8 @@ struct SubscriberStats {
   uint64_t nacks = 0;
   uint64_t anchors_loaded = 0;
   uint64_t last_apply_us = 0;
+  uint64_t versions_over_ucx = 0;  // applied from deltas read over UCX
+  std::string last_transport;      // how the last applied version arrived: "ucx" or "fs"
 };
 
 class Subscriber {
@@ -80,6 +89,8 @@ class Subscriber {
   void on_message(const proto::Envelope& message);
   void worker();
   void attempt(uint64_t target);
+  // nullopt: the UCX path does not apply (not chosen, a blob missing); else its outcome.
+  std::optional<Status> apply_over_ucx(uint64_t target, uint64_t* bytes_read);
 
   proto::GroupConfig config_;
   SubscriberOptions options_;
@@ -90,8 +101,11 @@ class Subscriber {
   std::vector<std::optional<uint64_t>> live_checksums_;
   std::unique_ptr<CatchUpReader> reader_;
   std::unique_ptr<RankLink> link_;
+  std::unique_ptr<UcxLiveFetcher> ucx_;
 
   mutable std::mutex mu_;
+  std::string transport_;                      // chosen by the coordinator (Welcome)
+  std::map<uint64_t, std::string> ucx_blobs_;  // Offers' UCX blobs by version
   mutable std::condition_variable cv_;
   std::optional<uint64_t> target_;
   bool retry_requested_ = false;

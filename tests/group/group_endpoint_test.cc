@@ -16,6 +16,7 @@
 #include "src/endpoint/publisher.h"
 #include "src/endpoint/subscriber.h"
 #include "tests/group/group_harness.h"
+#include "tests/group/trainer_side.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/journal_layout.h"
 
@@ -24,70 +25,6 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-// Endpoint options of `rank` with one worker thread.
-template <typename Options>
-Options one_thread(uint32_t rank) {
-  Options o;
-  o.rank = rank;
-  o.threads = 1;
-  return o;
-}
-
-EndpointDeadline in(std::chrono::milliseconds ms) {
-  return std::chrono::steady_clock::now() + ms;
-}
-
-// A trainer's weights: one packed [4, 64] bf16 parameter published as two strided column
-// halves, plus a plain [1000] vector. Version v's bytes are a function of v.
-struct Weights {
-  std::vector<uint16_t> packed = std::vector<uint16_t>(4 * 64);
-  std::vector<uint16_t> vec = std::vector<uint16_t>(1000);
-  void set(uint64_t v) {
-    for (size_t i = 0; i < packed.size(); ++i) packed[i] = static_cast<uint16_t>(i * 7 + v * 3);
-    for (size_t i = 0; i < vec.size(); ++i) {
-      vec[i] = static_cast<uint16_t>(i % 97 == v % 97 ? v * 11 + i : i);
-    }
-  }
-  // Left and right [4, 32] halves of `packed` (row stride 64), and `vec`.
-  std::vector<TensorRef> refs() {
-    TensorRef left{"packed.left", DType::kBF16, {4, 32}, {64, 1}, 0, packed.data()};
-    TensorRef right{"packed.right", DType::kBF16, {4, 32}, {64, 1}, 32, packed.data()};
-    return {left, right, TensorRef::contiguous("vec", DType::kBF16, vec.data(), 1000)};
-  }
-};
-
-// A coordinator thread and the publisher (rank 1) of a trainer's weights.
-struct TrainerSide {
-  explicit TrainerSide(const TestGroup& g) : coordinator(g.config()) {
-    auto p = Publisher::start(g.config(), one_thread<PublisherOptions>(1));
-    if (!p.ok()) {
-      error = p.status().to_string();
-      return;
-    }
-    publisher = std::move(p).value();
-    for (const auto& r : trainer.refs()) {
-      Status s = publisher->register_tensor(r);
-      if (!s.ok()) error = s.to_string();
-    }
-  }
-  bool ok() const { return coordinator.ok() && publisher && error.empty(); }
-  std::string why() const { return coordinator.error() + error; }
-  // Publishes trainer.set(v) as v for v in [from, to), each committed before the next.
-  bool publish_committed(uint64_t from, uint64_t to) {
-    for (uint64_t v = from; v < to; ++v) {
-      trainer.set(v);
-      auto h = publisher->publish(v);
-      if (!h.ok() || !h->wait_committed(in(seconds(30))).ok()) return false;
-    }
-    return true;
-  }
-
-  CoordinatorThread coordinator;
-  Weights trainer;
-  std::unique_ptr<Publisher> publisher;
-  std::string error;
-};
 
 TEST(GroupEndpoint, StridedViewsCallbacksAndReads) {
   GroupSpec spec;

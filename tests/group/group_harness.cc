@@ -27,13 +27,14 @@ TestGroup::TestGroup(const GroupSpec& spec) {
   std::ostringstream y;
   y << "group_id: test\ncoordinator: {endpoint: \"tcp://127.0.0.1:" << port.value() << "\"}\n"
     << "journal: {root: journal, anchor_every: " << spec.anchor_every << ", retain_anchors: 2}\n"
-    << "transports: [fs]\nmax_in_flight: " << spec.max_in_flight << "\n"
+    << "transports: " << spec.transports << "\nmax_in_flight: " << spec.max_in_flight << "\n"
     << "timeouts: {heartbeat_ms: " << spec.heartbeat_ms << ", dead_after_ms: " << spec.dead_after_ms
     << ", ack_timeout_ms: " << spec.ack_timeout_ms << ", lease_ttl_ms: " << spec.lease_ttl_ms
     << "}\n"
     << "demo: {parameters: " << spec.parameters << ", density: " << spec.density
     << ", versions: " << spec.versions << ", seed: 3, step_interval_ms: " << spec.step_interval_ms
     << "}\n";
+  if (!spec.ucx_tls.empty()) y << "ucx: {tls: \"" << spec.ucx_tls << "\"}\n";
   std::vector<CurveKeyPair> keys;
   if (spec.curve) {
     std::filesystem::create_directories(dir_ + "/keys");

@@ -33,6 +33,8 @@ struct GroupSpec {
   uint32_t ack_timeout_ms = 20000;
   uint32_t lease_ttl_ms = 60000;
   uint32_t max_in_flight = 2;
+  std::string transports = "[fs]";  // YAML list, in preference order
+  std::string ucx_tls;              // the ucx.tls field when not empty
 };
 
 // A group in a fresh temp directory: rank 0 coordinator, 1 publisher, 2.. subscribers.

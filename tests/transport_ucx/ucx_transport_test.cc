@@ -1,17 +1,12 @@
 // The UCX backend under the transport conformance suite (shared memory and tcp, publisher and
 // subscriber with separate contexts in one process), and against a publisher in a forked
-// process: a 16 MiB part arrives intact, and SIGKILLing the publisher mid-fetch is an error
-// well before the deadline rather than a hang.
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdlib>
-#include <filesystem>
+// process (ucx_forked_publisher.h): a 16 MiB part arrives intact, and SIGKILLing the publisher
+// mid-fetch is an error well before the deadline rather than a hang. Revoked buffers and a
+// stopped publisher: ucx_failure_test.cc.
 #include <map>
 
 #include "tests/transport/transport_conformance.h"
+#include "tests/transport_ucx/ucx_forked_publisher.h"
 #include "transport/ucx/ucx_transport.h"
 
 namespace weightcast::testing {
@@ -86,98 +81,6 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(TransportBackend{"ucx_shm", [] { return connect_ucx("shm"); }},
                       TransportBackend{"ucx_tcp", [] { return connect_ucx("tcp"); }}),
     [](const auto& info) { return info.param.name; });
-
-// Bytes that depend on their offset only, cheap enough for 256 MiB in a Debug build.
-std::vector<uint8_t> pattern(size_t bytes) {
-  std::vector<uint8_t> out(bytes);
-  uint64_t x = 0x9E3779B97F4A7C15ull;
-  for (size_t i = 0; i < bytes; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    out[i] = static_cast<uint8_t>(x);
-  }
-  return out;
-}
-
-constexpr int kChildNotViable = 3;
-
-// The publisher process: publishes one part "weights" of `bytes` as version 1, then waits
-// until the parent closes `release_fd` (or kills it). Returns the exit status.
-int run_publisher(const std::string& tls, const std::string& dir, size_t bytes, int release_fd) {
-  const std::vector<uint8_t> data = pattern(bytes);
-  UcxPublisherTransport publisher({std::make_shared<FileStore>(dir), tls, 2});
-  if (!publisher.info().viable) return kChildNotViable;
-  const PartPayload part{"weights", data};
-  if (!publisher.publish(1, {&part, 1}, deadline_in(seconds(30))).ok()) return 4;
-  char c;
-  while (::read(release_fd, &c, 1) < 0 && errno == EINTR) {
-  }
-  return 0;
-}
-
-// One test's scratch directory and forked publisher. UCX is not touched in the parent before
-// the fork, so the child starts from a clean UCX state (no inherited async thread).
-class UcxForkedPublisher : public ::testing::TestWithParam<std::string> {
- protected:
-  void TearDown() override {
-    if (release_fd_ >= 0) ::close(release_fd_);
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-  }
-
-  // Forks the publisher and waits until version 1 is in the store; false (with a failure
-  // added, or skip_reason_ set) when that does not happen.
-  bool start(size_t bytes) {
-    char tmpl[] = "/tmp/weightcast-ucx-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) return false;
-    dir_ = tmpl;
-    int fds[2];
-    if (::pipe(fds) != 0) return false;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::close(fds[1]);
-      ::_exit(run_publisher(GetParam(), dir_, bytes, fds[0]));
-    }
-    ::close(fds[0]);
-    release_fd_ = fds[1];
-    store_ = std::make_shared<FileStore>(dir_);
-    const Deadline deadline = deadline_in(seconds(60));
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto latest = store_->get(kUcxLatestKey);
-      if (latest.ok() && *latest) return true;
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        if (WIFEXITED(status) && WEXITSTATUS(status) == kChildNotViable) {
-          skip_reason_ = "ucx with UCX_TLS=" + GetParam() + " cannot run here";
-        } else {
-          ADD_FAILURE() << "the publisher process exited early, status " << status;
-        }
-        return false;
-      }
-      std::this_thread::sleep_for(milliseconds(10));
-    }
-    ADD_FAILURE() << "the publisher process did not publish within 60 s";
-    return false;
-  }
-
-  UcxSubscriberOptions subscriber_options() const {
-    UcxSubscriberOptions o;
-    o.store = store_;
-    o.tls = GetParam();
-    return o;
-  }
-
-  std::string dir_;
-  std::string skip_reason_;  // set by start() when the publisher cannot run here
-  pid_t pid_ = -1;
-  int release_fd_ = -1;
-  std::shared_ptr<FileStore> store_;
-};
 
 TEST_P(UcxForkedPublisher, PartArrivesFromAnotherProcess) {
   constexpr size_t kBytes = 16 << 20;

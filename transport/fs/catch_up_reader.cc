@@ -150,8 +150,30 @@ Status CatchUpReader::apply_delta_step(uint64_t version) {
     }
     m = std::move(*delta);
   }
-  const std::string& what = dir;
-  if (m.kind() != proto::STEP_DELTA || m.version() != version || m.base_version() + 1 != version) {
+  if (m.version() != version) {
+    return data_loss(dir + " is not a delta on version " + std::to_string(version - 1));
+  }
+  return apply_delta_manifest(m, dir, [&](size_t index) { return read_delta_part(dir, m, index); });
+}
+
+Status CatchUpReader::apply_delta_from(const proto::StepManifest& delta,
+                                       std::vector<std::vector<uint8_t>> stored_parts,
+                                       const std::string& source) {
+  RETURN_IF_ERROR(check_manifest(delta, source));
+  if (stored_parts.size() != static_cast<size_t>(delta.parts_size())) {
+    return data_loss(source + ": " + std::to_string(stored_parts.size()) +
+                     " parts arrived, its manifest lists " + std::to_string(delta.parts_size()));
+  }
+  return apply_delta_manifest(delta, source, [&](size_t index) {
+    return check_delta_part(std::move(stored_parts[index]), delta, index,
+                            source + " part " + std::to_string(index));
+  });
+}
+
+Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const std::string& what,
+                                           const PartLoader& load_part) {
+  const uint64_t version = m.version();
+  if (m.kind() != proto::STEP_DELTA || m.base_version() + 1 != version) {
     return data_loss(what + " is not a delta on version " + std::to_string(version - 1));
   }
   if (!held_ || *held_ != m.base_version()) {
@@ -171,7 +193,7 @@ Status CatchUpReader::apply_delta_step(uint64_t version) {
       continue;
     }
     if (!parts.contains(t.part())) {
-      ASSIGN_OR_RETURN(parts[t.part()], read_delta_part(dir, m, t.part()));
+      ASSIGN_OR_RETURN(parts[t.part()], load_part(t.part()));
     }
     std::span<const uint8_t> bytes(parts[t.part()]);
     auto record = parse_delta_record(bytes.subspan(t.offset(), t.bytes()));

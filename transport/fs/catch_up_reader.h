@@ -74,6 +74,15 @@ class CatchUpReader {
   // reaches the target.
   Result<CatchUpReport> catch_up(std::optional<uint64_t> target = {});
 
+  // Applies a delta whose manifest and stored part bytes arrived on a live transport
+  // (`source` names it in errors) with every check of a step read from the journal (manifest
+  // limits, part sizes and XXH3s, record headers against the manifest, checksums), nothing
+  // written before all pass. kFailedPrecondition when the held version is not its base; on
+  // a failure while writing held() becomes empty, as for a journal step.
+  Status apply_delta_from(const proto::StepManifest& delta,
+                          std::vector<std::vector<uint8_t>> stored_parts,
+                          const std::string& source);
+
   // Catches up to HEAD, then polls HEAD every `poll` and catches up again, until the held
   // version reaches `until_version` (kDeadlineExceeded at `deadline`).
   Result<CatchUpReport> follow(uint64_t until_version,
@@ -87,6 +96,9 @@ class CatchUpReader {
   Status check_destinations(const proto::StepManifest& manifest, const std::string& what) const;
   Status load_anchor(uint64_t version);
   Status apply_delta_step(uint64_t version);
+  using PartLoader = std::function<Result<std::vector<uint8_t>>(size_t index)>;
+  Status apply_delta_manifest(const proto::StepManifest& m, const std::string& what,
+                              const PartLoader& load_part);
   Status run_deltas(uint64_t from_exclusive, uint64_t target, CatchUpReport* report);
   void log(const std::string& line) const;
 

@@ -70,6 +70,9 @@ Status DeltaPartWriter::flush_part() {
   RETURN_IF_ERROR(write_and_sync_file(dir_ + "/" + part->file(), stored, options_.before_write));
   raw_bytes_ += buffer_.size();
   stored_bytes_ += stored.size();
+  if (options_.keep_in_memory) {
+    kept_.push_back(compressed.empty() ? std::move(buffer_) : std::move(compressed));
+  }
   buffer_.clear();
   return ok_status();
 }
@@ -90,18 +93,28 @@ Result<std::vector<uint8_t>> read_delta_part(const std::string& step_dir,
     }
     return bytes.status();
   }
-  if (bytes->size() != part.bytes()) {
-    return data_loss("'" + path + "' has " + std::to_string(bytes->size()) +
+  return check_delta_part(std::move(*bytes), manifest, index, "'" + path + "'");
+}
+
+Result<std::vector<uint8_t>> check_delta_part(std::vector<uint8_t> stored,
+                                              const proto::StepManifest& manifest, size_t index,
+                                              const std::string& what) {
+  if (index >= static_cast<size_t>(manifest.parts_size())) {
+    return invalid_argument("part " + std::to_string(index) + " (" + what + ") does not exist");
+  }
+  const proto::PartInfo& part = manifest.parts(static_cast<int>(index));
+  if (stored.size() != part.bytes()) {
+    return data_loss(what + " has " + std::to_string(stored.size()) +
                      " bytes, its manifest lists " + std::to_string(part.bytes()) + " (truncated)");
   }
-  if (XXH3_64bits(bytes->data(), bytes->size()) != part.xxh3()) {
-    return data_loss("'" + path + "': XXH3 mismatch (part corrupted)");
+  if (XXH3_64bits(stored.data(), stored.size()) != part.xxh3()) {
+    return data_loss(what + ": XXH3 mismatch (part corrupted)");
   }
-  if (part.compression() == proto::COMPRESSION_NONE) return bytes;
-  auto raw = decompress_part(*bytes, part.raw_bytes());
-  if (!raw.ok()) return data_loss("'" + path + "': " + raw.status().message());
+  if (part.compression() == proto::COMPRESSION_NONE) return stored;
+  auto raw = decompress_part(stored, part.raw_bytes());
+  if (!raw.ok()) return data_loss(what + ": " + raw.status().message());
   if (raw->size() != part.raw_bytes()) {
-    return data_loss("'" + path + "' decompresses to " + std::to_string(raw->size()) +
+    return data_loss(what + " decompresses to " + std::to_string(raw->size()) +
                      " bytes, its manifest lists " + std::to_string(part.raw_bytes()));
   }
   return raw;

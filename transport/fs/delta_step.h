@@ -22,6 +22,9 @@ struct DeltaPartOptions {
   proto::PartCompression compression = proto::COMPRESSION_NONE;
   int zstd_level = 1;
   uint32_t plane_width = 2;
+  // Also keep each part's stored bytes in memory (take_stored_parts), for a live transport
+  // that serves the step besides the journal (src/endpoint/publisher.h).
+  bool keep_in_memory = false;
   // Test hook (injected ENOSPC): called before every file write; an error becomes the write's.
   std::function<Status(const std::string& file, uint64_t bytes)> before_write;
 };
@@ -41,6 +44,8 @@ class DeltaPartWriter {
 
   uint64_t raw_bytes() const { return raw_bytes_; }
   uint64_t stored_bytes() const { return stored_bytes_; }
+  // The parts' stored bytes in manifest order (empty unless keep_in_memory), moved out.
+  std::vector<std::vector<uint8_t>> take_stored_parts() { return std::move(kept_); }
 
  private:
   Status flush_part();
@@ -52,6 +57,7 @@ class DeltaPartWriter {
   uint64_t raw_bytes_ = 0;
   uint64_t stored_bytes_ = 0;
   uint32_t records_in_part_ = 0;
+  std::vector<std::vector<uint8_t>> kept_;
 };
 
 // Reads part `index` of a delta step from `step_dir`: checks its size and XXH3-64 against the
@@ -59,5 +65,11 @@ class DeltaPartWriter {
 // anything else wrong with it.
 Result<std::vector<uint8_t>> read_delta_part(const std::string& step_dir,
                                              const proto::StepManifest& manifest, size_t index);
+
+// The same checks and decompression for part `index` whose stored bytes arrived another way
+// (a live transport); `what` names where they came from in errors.
+Result<std::vector<uint8_t>> check_delta_part(std::vector<uint8_t> stored,
+                                              const proto::StepManifest& manifest, size_t index,
+                                              const std::string& what);
 
 }  // namespace weightcast

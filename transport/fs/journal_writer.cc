@@ -132,6 +132,10 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
         written = write_delta_step(fresh + "/delta", current, previous, &delta, &ignored, &unused);
       }
       if (written.ok()) written = write_manifest_file(fresh + "/delta", delta);
+      if (written.ok() && ignored.delta) {
+        ignored.delta->manifest = delta;
+        report.delta = std::move(ignored.delta);
+      }
     }
     manifest.clear_parts();
     manifest.clear_tensors();
@@ -144,6 +148,7 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
     (void)remove_tree(staged);  // best effort: the next writer cleans .staging/ anyway
     return written;
   }
+  if (report.delta && !report.anchor) report.delta->manifest = manifest;
   head_ = proto::JournalHead();
   head_->set_version(version);
   head_->set_anchor_version(manifest.anchor_version());
@@ -219,6 +224,7 @@ Status JournalWriter::write_delta_step(const std::string& staged,
   }
   RETURN_IF_ERROR(parts.finish());
   report->stored_bytes = parts.stored_bytes();
+  if (options_.delta.keep_in_memory) report->delta = DeltaInMemory{{}, parts.take_stored_parts()};
   // A delta as large as the model buys nothing over an anchor a reader can start from.
   uint64_t model_bytes = 0;
   for (const auto& t : current) model_bytes += t.bytes.size();

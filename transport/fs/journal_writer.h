@@ -40,6 +40,13 @@ struct JournalOptions {
 // A tensor of the model at one version: contiguous little-endian host bytes.
 using PublishTensor = TensorBytesView;
 
+// A version's delta from the version before, as a live transport serves it: the delta
+// manifest (for an anchor: the one of the delta it carries) and each part's stored bytes.
+struct DeltaInMemory {
+  proto::StepManifest manifest;
+  std::vector<std::vector<uint8_t>> parts;
+};
+
 struct PublishReport {
   uint64_t version = 0;
   bool anchor = false;
@@ -49,6 +56,9 @@ struct PublishReport {
   uint64_t stored_bytes = 0;  // bytes of part or shard files written
   double seconds = 0;
   GcReport gc;
+  // With JournalOptions::delta.keep_in_memory: the version's delta, when it has one (not for
+  // a first version, a changed tensor set, or a delta no smaller than the model).
+  std::optional<DeltaInMemory> delta;
 };
 
 class JournalWriter {

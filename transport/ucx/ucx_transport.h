@@ -43,7 +43,9 @@ struct UcxPublisherOptions {
 // copy). The caller keeps every part's bytes alive and unchanged until its version is retired
 // (by the keep_versions window, close_worker() or the destructor); changed bytes reach
 // subscribers as kDataLoss. A subscriber still reading a version being retired races with the
-// caller reusing that memory; the control plane's leases are what prevents that.
+// caller reusing that memory (ucp_mem_unmap does not stop gets over shm or tcp, which the
+// publisher's worker serves from its address space: reused bytes fail that fetch's check, freed
+// memory would be read by the worker); the control plane's leases are what prevents that.
 //
 // A background thread progresses the worker (gets over tcp/shm are served by the publisher's
 // worker), serialized with publish() by a mutex.
@@ -97,8 +99,13 @@ struct UcxSubscriberOptions {
 };
 
 // Thread-safe (calls are serialized). A connection error (the publisher died or closed) is
-// sticky; a corrupt part is kDataLoss naming it and is not; a version retired while it was
-// being read is kNotFound.
+// sticky; a corrupt part is kDataLoss naming it and is not; a version no longer in the store is
+// kNotFound (not sticky), and so is a fetch whose version was retired while it was read if the
+// bytes read then fail their XXH3 (the memory was reused). Retiring does not interrupt a fetch
+// over shm or tcp: one whose bytes still match returns ok, never ok with other bytes. Where
+// unmapping revokes remote access (RDMA registrations) the gets may fail instead, as a
+// connection error. A deadline is kDeadlineExceeded, not sticky (the endpoint is force-closed
+// and the next fetch connects again).
 class UcxSubscriberTransport final : public Transport {
  public:
   explicit UcxSubscriberTransport(UcxSubscriberOptions options);
