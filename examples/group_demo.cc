@@ -4,9 +4,10 @@
 // anchor every 5) and two subscribers, on loopback with CURVE keys. Mid-run one subscriber is
 // killed with SIGKILL and restarted; at version 12 a third subscriber joins from the anchor.
 // A live table shows every committed version (bytes stored, publish -> all-acked latency,
-// each subscriber's checksum result) and a summary closes the run. Exits non-zero on any
-// checksum mismatch or nack, a subscriber not ending on the last version, a rank failing, or
-// the run taking longer than --timeout-s.
+// each subscriber's checksum result and how the version reached it: "ok/ucx" read from the
+// publisher's memory over UCX, "ok/fs" from the journal) and a summary closes the run. Exits
+// non-zero on any checksum mismatch or nack, a subscriber not ending on the last version, a rank
+// failing, or the run taking longer than --timeout-s.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -37,10 +38,15 @@ int launcher(const DemoArgs& a, const DemoGroup& g, const std::string& args) {
   return std::system(cmd.c_str());
 }
 
-std::string cell(const proto::VersionStatus& v, uint32_t rank) {
+// A subscriber's result on a version, with how the version reached it ("ok/ucx").
+std::string cell(const proto::VersionStatus& v, uint32_t rank, std::string* result) {
   for (const auto& r : v.results()) {
-    if (r.rank() == rank) return r.result();
+    if (r.rank() == rank) {
+      *result = r.result();
+      return r.transport().empty() ? r.result() : r.result() + "/" + r.transport();
+    }
   }
+  *result = "-";
   return "-";
 }
 
@@ -77,6 +83,11 @@ int main(int argc, char** argv) {
   app.add_flag("--no-faults", no_faults, "No late joiner and no kill (benchmark runs)");
   app.add_flag("!--no-baseline", a.baseline, "Skip the full-safetensors write+read baseline");
   app.add_option("--json-out", a.json_out, "Write per-version figures as JSON");
+  app.add_option("--transports", a.transports, "Transports in preference order")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fs", "ucx"}))
+      ->capture_default_str();
+  app.add_option("--ucx-tls", a.ucx_tls, "UCX_TLS for the ucx transport (default: UCX chooses)");
   app.add_option("--bin", a.bin_dir, "Directory of weightcastd and weightcast")
       ->capture_default_str();
   app.add_option("--timeout-s", timeout_s, "Fail when the run takes longer")->capture_default_str();
@@ -112,6 +123,7 @@ int main(int argc, char** argv) {
   for (uint32_t r = g.first_subscriber; r <= late; ++r) std::printf("  rank %-8u", r);
   std::printf("\n");
   std::map<uint64_t, proto::VersionStatus> printed;
+  std::map<uint32_t, std::string> transports;  // each subscriber's, as last printed
   bool killed = false, restarted = false, joined = false, failed = false;
   std::string failure;
   const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
@@ -132,16 +144,25 @@ int main(int argc, char** argv) {
                   v.anchor() ? "anchor" : "delta", v.stored_bytes() / 1e6,
                   v.publish_to_commit_us() / 1e3);
       for (uint32_t r = g.first_subscriber; r <= late; ++r) {
-        const std::string c = cell(v, r);
-        if (c == "mismatch" || c == "nack") {
+        std::string result;
+        const std::string c = cell(v, r, &result);
+        if (result == "mismatch" || result == "nack") {
           failed = true;
-          failure =
-              "rank " + std::to_string(r) + " " + c + " on version " + std::to_string(v.version());
+          failure = "rank " + std::to_string(r) + " " + result + " on version " +
+                    std::to_string(v.version());
         }
         std::printf("  %-13s", c.c_str());
       }
       std::printf("\n");
       std::fflush(stdout);
+    }
+    for (const auto& m : status.members()) {
+      if (m.role() != proto::ROLE_SUBSCRIBER || m.transport().empty()) continue;
+      if (transports[m.rank()] == m.transport()) continue;
+      transports[m.rank()] = m.transport();
+      std::printf("-- subscriber rank %u uses %s (%s)\n", m.rank(), m.transport().c_str(),
+                  m.transport() == "ucx" ? "deltas read from the publisher's memory over UCX"
+                                         : "versions read from the journal");
     }
     const uint64_t head = status.has_head() ? status.head_version() : 0;
     if (a.kill_restart && !killed && status.has_head() && head >= a.kill_at) {
@@ -181,11 +202,15 @@ int main(int argc, char** argv) {
   if (a.kill_restart && !(killed && restarted) && failure.empty()) failure = "kill/restart failed";
 
   std::vector<double> delta_ms, anchor_ms;
+  std::map<std::string, uint64_t> acks_by_transport;
   uint64_t stored = 0;
   nlohmann::json versions = nlohmann::json::array();
   for (const auto& [v, s] : printed) {
     (s.anchor() ? anchor_ms : delta_ms).push_back(s.publish_to_commit_us() / 1e3);
     stored += s.stored_bytes();
+    for (const auto& r : s.results()) {
+      if (r.result() == "ok") ++acks_by_transport[r.transport().empty() ? "?" : r.transport()];
+    }
     versions.push_back({{"version", v},
                         {"anchor", s.anchor()},
                         {"stored_bytes", s.stored_bytes()},
@@ -196,12 +221,18 @@ int main(int argc, char** argv) {
       "all-acked median %.0f ms for deltas (%zu), %.0f ms for anchors (%zu)\n",
       printed.size(), stored / 1e6, median(delta_ms), delta_ms.size(), median(anchor_ms),
       anchor_ms.size());
+  std::string by;
+  for (const auto& [t, n] : acks_by_transport) {
+    by += (by.empty() ? "" : ", ") + std::to_string(n) + " over " + t;
+  }
+  std::printf("acks by transport: %s\n", by.empty() ? "none" : by.c_str());
   nlohmann::json out{{"parameters", a.parameters},
                      {"subscribers", g.subscriber_ranks},
                      {"density", a.density},
                      {"versions", versions},
                      {"median_delta_ms", median(delta_ms)},
-                     {"median_anchor_ms", median(anchor_ms)}};
+                     {"median_anchor_ms", median(anchor_ms)},
+                     {"acks_by_transport", acks_by_transport}};
   if (a.baseline && failure.empty()) {
     auto b = measure_full_safetensors_baseline(g.journal_root, a.work_dir);
     if (b.ok()) {

@@ -26,6 +26,8 @@ Result<DemoGroup> prepare_demo_group(const DemoArgs& args) {
   o.demo_parameters = args.parameters;
   o.demo_density = args.density;
   o.demo_versions = args.versions;
+  o.transports = args.transports;
+  o.ucx_tls = args.ucx_tls;
   o.overwrite = true;
   ASSIGN_OR_RETURN(GroupInitResult r, init_group(o));
   g.config_path = r.config_path;

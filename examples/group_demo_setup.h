@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "codec/status.h"
 
@@ -26,6 +27,9 @@ struct DemoArgs {
   std::string launcher;  // deploy/local/weightcast-local
   std::string json_out;  // per-version figures, for bench/
   bool baseline = true;  // time a full safetensors write + read of the model
+  // Live subscribers read deltas over UCX when the build and host have it, else the journal.
+  std::vector<std::string> transports = {"ucx", "fs"};
+  std::string ucx_tls;  // empty: UCX chooses (shared memory on one machine)
 };
 
 struct DemoGroup {

@@ -64,6 +64,13 @@ void register_init(CLI::App* group, int& exit_code) {
   init->add_option("--anchor-every", o->anchor_every, "Anchor interval")->capture_default_str();
   init->add_option("--max-in-flight", o->max_in_flight, "Versions in flight")
       ->capture_default_str();
+  init->add_option("--transports", o->transports,
+                   "Transports in preference order (a rank that cannot use ucx gets fs)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fs", "ucx"}))
+      ->capture_default_str();
+  init->add_option("--ucx-tls", o->ucx_tls,
+                   "UCX_TLS value for the ucx transport (default: UCX chooses), e.g. shm,tcp");
   init->add_option("--demo-parameters", o->demo_parameters,
                    "Add a demo: section (a synthetic model for publishers without a trainer)");
   init->add_option("--demo-versions", o->demo_versions, "Versions the demo model publishes")

@@ -57,6 +57,9 @@ Result<GroupInitResult> init_group(const GroupInitOptions& o) {
     return pair;
   };
 
+  std::string transport_list;
+  for (const auto& t : o.transports) transport_list += (transport_list.empty() ? "" : ", ") + t;
+  if (transport_list.empty()) return invalid_argument("group init: no transport given");
   std::ostringstream y;
   y << "# A weightcast rank group (docs/CONFIG.md documents every field). Start each rank with\n"
     << "#   weightcastd --config group.yaml --rank R\n"
@@ -65,10 +68,11 @@ Result<GroupInitResult> init_group(const GroupInitOptions& o) {
     << "group_id: " << o.group_id << "\n"
     << "coordinator:\n  endpoint: \"" << endpoint << "\"\n"
     << "journal:\n  root: journal\n  anchor_every: " << o.anchor_every << "\n  retain_anchors: 2\n"
-    << "transports: [fs]\n"
+    << "transports: [" << transport_list << "]\n"
     << "max_in_flight: " << o.max_in_flight << "\n"
     << "timeouts: {heartbeat_ms: " << o.heartbeat_ms << ", dead_after_ms: " << o.dead_after_ms
     << ", ack_timeout_ms: " << o.ack_timeout_ms << ", lease_ttl_ms: " << o.lease_ttl_ms << "}\n";
+  if (!o.ucx_tls.empty()) y << "ucx:\n  tls: \"" << o.ucx_tls << "\"\n";
   const uint32_t ranks = 1 + o.publishers + o.subscribers;
   std::vector<CurveKeyPair> pairs;
   if (o.curve) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "codec/status.h"
 
@@ -24,6 +25,9 @@ struct GroupInitOptions {
   uint32_t dead_after_ms = 3000;
   uint32_t ack_timeout_ms = 60000;
   uint32_t lease_ttl_ms = 60000;
+  // In preference order; a rank that cannot use ucx (no UCX here) gets the next one.
+  std::vector<std::string> transports = {"ucx", "fs"};
+  std::string ucx_tls;  // the ucx.tls field when not empty (default: UCX chooses)
   // A demo: section for publishers without a trainer (0 parameters: none).
   uint64_t demo_parameters = 0;
   double demo_density = 0.01;

@@ -225,6 +225,19 @@ TEST(GroupConfigMalformed, DemoTooFewParameters) {
 TEST(GroupConfigMalformed, DemoZeroVersions) {
   EXPECT_TRUE(rejects(kMinimal + "demo: {versions: 0}\n", {"demo.versions", "'0'"}));
 }
+// --- UCX.
+TEST(GroupConfigMalformed, UcxUnknownKey) {
+  EXPECT_TRUE(rejects(kMinimal + "ucx: {tls: shm, rndv: get}\n", {"ucx", "rndv"}));
+}
+TEST(GroupConfigMalformed, UcxTlsNotAList) {
+  EXPECT_TRUE(rejects(kMinimal + "ucx: {tls: \"shm; rm -rf\"}\n", {"ucx.tls", "'shm; rm -rf'"}));
+}
+TEST(GroupConfigMalformed, UcxTlsEmpty) {
+  EXPECT_TRUE(rejects(kMinimal + "ucx: {tls: \"\"}\n", {"ucx.tls"}));
+}
+TEST(GroupConfigMalformed, UcxNotAMapping) {
+  EXPECT_TRUE(rejects(kMinimal + "ucx: shm\n", {"ucx"}));
+}
 // --- Limits.
 TEST(GroupConfigMalformed, FileTooLarge) {
   GroupConfigLimits limits;

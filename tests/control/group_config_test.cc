@@ -105,8 +105,17 @@ TEST(GroupConfig, MinimalGetsDefaults) {
   EXPECT_EQ(r->timeouts().lease_ttl_ms(), kDefaultLeaseTtlMs);
   EXPECT_FALSE(r->curve().enabled());
   EXPECT_FALSE(r->has_demo());
+  EXPECT_EQ(r->ucx().tls(), "");  // UCX chooses
   EXPECT_EQ(r->ranks(2).role(), proto::ROLE_SUBSCRIBER);
   EXPECT_EQ(r->ranks(2).host(), "");
+}
+
+TEST(GroupConfig, UcxTransportAndTls) {
+  auto r = parse(kMinimal + "transports: [ucx, fs]\nucx: {tls: \"^cuda_ipc,shm,tcp\"}\n");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->transports_size(), 2);
+  EXPECT_EQ(r->transports(0), "ucx");
+  EXPECT_EQ(r->ucx().tls(), "^cuda_ipc,shm,tcp");
 }
 
 TEST(GroupConfig, DemoDefaultsAndCurveEnabledByDefault) {

@@ -270,11 +270,25 @@ TEST(ControlMessageDecode, TooLongStringInOffer) {
             "control message: offer transport is 9 bytes, limit 8");
 }
 
+TEST(ControlMessageDecode, OversizedUcxBlobInOffer) {
+  proto::Envelope m = offer_with(1);
+  m.mutable_offer()->set_ucx_blob(std::string(65, 'b'));
+  MessageLimits limits;
+  limits.max_blob_bytes = 64;
+  EXPECT_EQ(decode_error(m, limits), "offer ucx_blob has 65 bytes, more than 64");
+  limits.max_blob_bytes = 65;
+  EXPECT_TRUE(decode_envelope(as_bytes(encode_envelope(m)), limits).ok());
+}
+
 TEST(ControlMessageDecode, TooLongStringInAck) {
   proto::Envelope m = every_body_kind()[4];
   m.mutable_ack()->mutable_checksums(0)->set_name(kLong);
   EXPECT_EQ(decode_error(m, small_strings()),
             "control message: ack checksum 0 name is 9 bytes, limit 8");
+  m = every_body_kind()[4];
+  m.mutable_ack()->clear_checksums();
+  m.mutable_ack()->set_transport(kLong);
+  EXPECT_EQ(decode_error(m, small_strings()), "control message: ack transport is 9 bytes, limit 8");
 }
 
 TEST(ControlMessageDecode, TooLongStringInNack) {
