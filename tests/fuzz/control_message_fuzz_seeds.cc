@@ -65,7 +65,8 @@ std::vector<proto::Envelope> every_body_kind() {
   add_checksums(offer->mutable_checksums(), 7);
   offer->set_stored_bytes(123456789);
   offer->set_published_unix_us(1700000000000000);
-  offer->set_transport("shm");
+  offer->set_transport("ucx");
+  offer->set_ucx_blob(std::string("WCUB\x01\x00\x00\x00", 8) + std::string(40, '\x07'));
   all.push_back(m);
 
   m = envelope(1, false);
@@ -78,6 +79,7 @@ std::vector<proto::Envelope> every_body_kind() {
   proto::Ack* ack = m.mutable_ack();
   ack->set_version(42);
   ack->set_rank(3);
+  ack->set_transport("ucx");
   add_checksums(ack->mutable_checksums(), 3);
   ack->set_apply_us(2500);
   ack->set_bytes_read(1 << 20);

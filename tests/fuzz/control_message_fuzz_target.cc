@@ -49,9 +49,10 @@ bool limits_hold(const proto::Envelope& m, const MessageLimits& l) {
     case proto::Envelope::kRefuse:
       return short_enough(m.refuse().reason(), l);
     case proto::Envelope::kOffer:
-      return checksums_ok(m.offer().checksums(), l) && short_enough(m.offer().transport(), l);
+      return checksums_ok(m.offer().checksums(), l) && short_enough(m.offer().transport(), l) &&
+             m.offer().ucx_blob().size() <= l.max_blob_bytes;
     case proto::Envelope::kAck:
-      return checksums_ok(m.ack().checksums(), l);
+      return checksums_ok(m.ack().checksums(), l) && short_enough(m.ack().transport(), l);
     case proto::Envelope::kNack:
       if (!within(m.nack().tensors_size(), l.max_checksums)) return false;
       for (const std::string& t : m.nack().tensors()) {

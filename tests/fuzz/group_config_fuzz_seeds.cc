@@ -27,6 +27,7 @@ journal:
   anchor_every: 5
   retain_anchors: 2
 transports: [nccl, ucx, fs]
+ucx: {tls: "^cuda_ipc,shm,tcp"}
 max_in_flight: 3
 timeouts: {heartbeat_ms: 250, dead_after_ms: 2000, ack_timeout_ms: 30000, lease_ttl_ms: 600000}
 curve:
