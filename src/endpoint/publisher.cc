@@ -71,6 +71,7 @@ Result<std::unique_ptr<Publisher>> Publisher::start(const proto::GroupConfig& co
     if (ucx.ok()) {
       p->ucx_ = std::move(ucx).value();
       journal.delta.keep_in_memory = true;
+      if (p->options_.log) p->options_.log("publisher: serving deltas over " + p->ucx_->describe());
     } else if (p->options_.log) {
       p->options_.log("publisher: not serving over ucx (" + ucx.status().message() +
                       "); subscribers read the journal");

@@ -92,6 +92,7 @@ Status Subscriber::connect() {
     if (ucx.ok()) {
       ucx_ = std::move(ucx).value();
       link.transports.push_back("ucx");
+      if (options_.log) options_.log("subscriber: can read deltas over " + ucx_->describe());
     } else if (options_.log) {
       options_.log("subscriber: cannot use ucx (" + ucx.status().message() + ")");
     }

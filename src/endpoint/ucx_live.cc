@@ -17,6 +17,29 @@ bool ucx_built() {
 }
 
 #if WEIGHTCAST_HAVE_UCX
+namespace {
+
+std::string describe_info(const TransportInfo& info, const std::string& tls) {
+  std::string kinds;
+  for (MemoryKind k : info.memory_kinds) {
+    kinds += kinds.empty() ? "" : ", ";
+    kinds += k == MemoryKind::kCuda         ? "cuda"
+             : k == MemoryKind::kHostPinned ? "host-pinned"
+                                            : "host";
+  }
+  return "ucx (UCX_TLS " + (tls.empty() ? std::string("chosen by UCX") : tls) +
+         "; memory kinds: " + (kinds.empty() ? std::string("none") : kinds) + ")";
+}
+
+}  // namespace
+
+std::string UcxLiveServer::describe() const {
+  return describe_info(transport_->info(), tls_);
+}
+
+std::string UcxLiveFetcher::describe() const {
+  return transport_ ? describe_info(transport_->info(), tls_) : "ucx (not connected)";
+}
 
 UcxLiveServer::~UcxLiveServer() {
   // The transport unmaps every served buffer before the bytes it maps are freed.
@@ -28,6 +51,7 @@ Result<std::unique_ptr<UcxLiveServer>> UcxLiveServer::create(const std::string& 
   std::unique_ptr<UcxLiveServer> s(new UcxLiveServer());
   s->store_ = std::make_shared<InMemoryStore>();
   s->keep_versions_ = std::max<size_t>(1, keep_versions);
+  s->tls_ = tls;
   UcxPublisherOptions options;
   options.store = s->store_;
   options.tls = tls;
@@ -143,6 +167,12 @@ Result<std::string> UcxLiveServer::serve(uint64_t, DeltaInMemory) {
   return Status(StatusCode::kUnimplemented, "ucx: this build has no UCX");
 }
 void UcxLiveServer::close_for_test() {}
+std::string UcxLiveServer::describe() const {
+  return "ucx (not built)";
+}
+std::string UcxLiveFetcher::describe() const {
+  return "ucx (not built)";
+}
 UcxLiveFetcher::~UcxLiveFetcher() = default;
 Result<std::unique_ptr<UcxLiveFetcher>> UcxLiveFetcher::create(const std::string&) {
   return Status(StatusCode::kUnimplemented,

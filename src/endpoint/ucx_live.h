@@ -45,6 +45,9 @@ class UcxLiveServer {
                                                        size_t keep_versions);
   ~UcxLiveServer();
 
+  // "ucx (memory kinds: host, cuda)": what the UCX context detected, for the rank's log.
+  std::string describe() const;
+
   // Serves `delta` as version `version` and returns its version blob for the Offer.
   Result<std::string> serve(uint64_t version, DeltaInMemory delta);
 
@@ -62,6 +65,7 @@ class UcxLiveServer {
   std::unique_ptr<UcxPublisherTransport> transport_;
   std::deque<Served> served_;
   size_t keep_versions_ = 2;
+  std::string tls_;
 };
 
 // A version's delta as it arrived over UCX: the manifest and the parts' stored bytes, for
@@ -83,6 +87,7 @@ class UcxLiveFetcher {
   // (checked as a journal manifest is), then every part it lists (size and XXH3 verified).
   Result<FetchedDelta> fetch(uint64_t version, const std::string& blob,
                              std::chrono::steady_clock::time_point deadline);
+  std::string describe() const;
 
  private:
   UcxLiveFetcher() = default;
