@@ -58,6 +58,26 @@ void expect_only_version_2_readable(UcxSubscriberTransport& subscriber,
   EXPECT_TRUE(v2 == pattern(kForkedLaterPartBytes, 2));
 }
 
+// The outcome of a fetch of version 1 retired after `done_at_retire` bytes (and, when
+// `reuse`, overwritten): the verified old bytes, or kNotFound once they changed; then only
+// version 2 is readable.
+void expect_retired_fetch_outcome(const std::string& label, bool reuse, uint64_t done_at_retire,
+                                  const Status& s, const std::vector<uint8_t>& dest,
+                                  UcxSubscriberTransport& subscriber,
+                                  const PartDescriptor& v1_part) {
+  EXPECT_LT(done_at_retire, kPartBytes);
+  std::printf("[%s] version 1 retired after %llu of %zu bytes%s: %s\n", label.c_str(),
+              static_cast<unsigned long long>(done_at_retire), kPartBytes,
+              reuse ? ", then overwritten" : "", s.to_string().c_str());
+  if (reuse) {
+    EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.to_string();
+  } else {
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_TRUE(dest == pattern(kPartBytes));
+  }
+  expect_only_version_2_readable(subscriber, v1_part);
+}
+
 // Publisher and subscriber objects in this process (separate UCP contexts), the publisher
 // keeping one version: publishing version 2 from after_chunk retires version 1 mid-fetch.
 class UcxRevokedBuffer : public ::testing::TestWithParam<std::string> {
@@ -95,17 +115,8 @@ class UcxRevokedBuffer : public ::testing::TestWithParam<std::string> {
     Status s = subscriber.fetch(1, d->parts[0], dest, deadline_in(seconds(20)));
     ASSERT_TRUE(retired) << s.to_string();
     ASSERT_TRUE(publish_v2.ok()) << publish_v2.to_string();
-    EXPECT_LT(done_at_retire, kPartBytes);
-    std::printf("[%s] version 1 retired after %llu of %zu bytes%s: %s\n", GetParam().c_str(),
-                static_cast<unsigned long long>(done_at_retire), kPartBytes,
-                reuse ? ", then overwritten" : "", s.to_string().c_str());
-    if (reuse) {
-      EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.to_string();
-    } else {
-      ASSERT_TRUE(s.ok()) << s.to_string();
-      EXPECT_TRUE(dest == pattern(kPartBytes));
-    }
-    expect_only_version_2_readable(subscriber, d->parts[0]);
+    expect_retired_fetch_outcome(GetParam(), reuse, done_at_retire, s, dest, subscriber,
+                                 d->parts[0]);
   }
 };
 
@@ -145,17 +156,8 @@ class UcxForkedFailure : public UcxForkedPublisher {
     Status s = subscriber.fetch(1, d->parts[0], dest, deadline_in(seconds(20)));
     ASSERT_TRUE(retired) << s.to_string();
     ASSERT_TRUE(commanded) << "the publisher process did not retire version 1";
-    EXPECT_LT(done_at_retire, kPartBytes);
-    std::printf("[%s, forked] version 1 retired after %llu of %zu bytes%s: %s\n",
-                GetParam().c_str(), static_cast<unsigned long long>(done_at_retire), kPartBytes,
-                reuse ? ", then overwritten" : "", s.to_string().c_str());
-    if (reuse) {
-      EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.to_string();
-    } else {
-      ASSERT_TRUE(s.ok()) << s.to_string();
-      EXPECT_TRUE(dest == pattern(kPartBytes));
-    }
-    expect_only_version_2_readable(subscriber, d->parts[0]);
+    expect_retired_fetch_outcome(GetParam() + ", forked", reuse, done_at_retire, s, dest,
+                                 subscriber, d->parts[0]);
   }
 };
 
