@@ -7,8 +7,72 @@
 #include "src/coalesce_benchmark.h"
 #include "src/delta_benchmark.h"
 #include "src/journal_benchmark.h"
+#include "weightcast/config.h"
+#if WEIGHTCAST_HAVE_UCX
+#include "src/ucx_benchmark.h"
+#endif
 
 namespace weightcast::cli {
+
+#if WEIGHTCAST_HAVE_UCX
+namespace {
+
+// `bench ucx`: only in builds with the UCX backend.
+void register_bench_ucx(CLI::App& bench, int& exit_code) {
+  auto cfg = std::make_shared<UcxBenchmarkConfig>();
+  auto json = std::make_shared<bool>(false);
+  auto* u = bench.add_subcommand(
+      "ucx",
+      "Part-fetch bandwidth of the UCX backend (a subscriber reading a part published by a "
+      "forked publisher) against ucx_perftest -t ucp_get, same UCX_TLS and size, on loopback");
+  u->add_option("--tls", cfg->tls, "UCX_TLS values to measure, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  u->add_option("--sizes", cfg->part_bytes, "Part sizes in bytes, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  u->add_option("--iterations", cfg->iterations,
+                "Timed fetches (and perftest iterations) per run; 0: ~1 GiB per run")
+      ->capture_default_str();
+  u->add_option("--repetitions", cfg->repetitions,
+                "Interleaved runs of each side per case (best is kept)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  u->add_option("--perftest", cfg->perftest,
+                "Path of ucx_perftest (default: found on PATH; package ucx-utils)");
+  u->add_option("--chunk-bytes", cfg->chunk_bytes,
+                "Subscriber bytes per ucp_get_nbx (0: the transport's default)")
+      ->capture_default_str();
+  u->add_option("--max-in-flight", cfg->max_in_flight,
+                "Subscriber gets outstanding at once (0: the transport's default)")
+      ->capture_default_str();
+  u->add_flag("--json", *json, "Print one JSON object (default: a short table)");
+  u->callback([cfg, json, &exit_code] {
+    cfg->log = [](const std::string& line) {
+      std::fprintf(stderr, "weightcast: %s\n", line.c_str());
+    };
+    auto r = run_ucx_benchmark(*cfg);
+    if (!r.ok()) {
+      exit_code = report(r.status());
+      return;
+    }
+    if (*json) {
+      std::printf("%s\n", r->dump(2).c_str());
+    } else {
+      std::printf("%-6s %12s %16s %14s %7s\n", "tls", "part bytes", "weightcast GB/s",
+                  "perftest GB/s", "ratio");
+      for (const auto& c : (*r)["cases"]) {
+        std::printf("%-6s %12llu %16.3f %14.3f %7.2f\n", c["tls"].get<std::string>().c_str(),
+                    c["part_bytes"].get<unsigned long long>(), c["weightcast_gbps"].get<double>(),
+                    c["perftest_gbps"].get<double>(), c["ratio"].get<double>());
+      }
+    }
+    exit_code = 0;
+  });
+}
+
+}  // namespace
+#endif
 
 void register_bench_commands(CLI::App& app, int& exit_code) {
   auto* bench = app.add_subcommand("bench", "Measure weightcast against its physical references");
@@ -146,6 +210,10 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
     std::printf("%s\n", r->dump(2).c_str());
     exit_code = 0;
   });
+
+#if WEIGHTCAST_HAVE_UCX
+  register_bench_ucx(*bench, exit_code);
+#endif
 }
 
 }  // namespace weightcast::cli
