@@ -139,4 +139,13 @@ Result<UcxContextAndWorker> create_ucx_context_and_worker(const std::string& tls
   return out;
 }
 
+TransportInfo ucx_transport_info(const Status& init_error, const UcxContext* context) {
+  TransportInfo info;
+  info.name = "ucx";
+  info.viable = init_error.ok();
+  info.why_not_viable = init_error.message();
+  if (context != nullptr) info.memory_kinds = context->memory_kinds();
+  return info;
+}
+
 }  // namespace weightcast

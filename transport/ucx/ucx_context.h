@@ -66,6 +66,10 @@ struct UcxContextAndWorker {
 };
 Result<UcxContextAndWorker> create_ucx_context_and_worker(const std::string& tls);
 
+// The TransportInfo of a UCX publisher or subscriber whose setup ended in `init_error` with
+// `context` (null when it failed before creating one).
+TransportInfo ucx_transport_info(const Status& init_error, const UcxContext* context);
+
 // Drives `worker` until `request` (a ucp_*_nbx result: null, an error or a request) completes,
 // then frees it. When `deadline` passes first, the request is cancelled (ucp_request_cancel),
 // `abort` runs (RMA requests ignore cancel: the caller force-closes their endpoint there, which

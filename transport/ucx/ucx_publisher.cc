@@ -58,12 +58,7 @@ UcxPublisherTransport::~UcxPublisherTransport() {
 }
 
 TransportInfo UcxPublisherTransport::info() const {
-  TransportInfo info;
-  info.name = "ucx";
-  info.viable = init_error_.ok();
-  info.why_not_viable = init_error_.message();
-  if (context_) info.memory_kinds = context_->memory_kinds();
-  return info;
+  return ucx_transport_info(init_error_, context_.get());
 }
 
 // Gets over tcp and shared memory are answered by this worker, so it must be progressed even

@@ -55,12 +55,7 @@ UcxSubscriberTransport::~UcxSubscriberTransport() {
 }
 
 TransportInfo UcxSubscriberTransport::info() const {
-  TransportInfo info;
-  info.name = "ucx";
-  info.viable = init_error_.ok();
-  info.why_not_viable = init_error_.message();
-  if (context_) info.memory_kinds = context_->memory_kinds();
-  return info;
+  return ucx_transport_info(init_error_, context_.get());
 }
 
 Status UcxSubscriberTransport::publish(uint64_t, std::span<const PartPayload>, Deadline) {
