@@ -7,6 +7,7 @@
 
 #include "codec/checksum_avx2.h"
 #include "codec/cpu_dispatch.h"
+#include "codec/cuda_codec.h"
 #include "codec/thread_pool.h"
 
 namespace weightcast {
@@ -89,10 +90,7 @@ uint64_t checksum_range(const void* data, size_t elem_size, uint64_t count, uint
 
 Result<uint64_t> checksum_view(const TensorRef& view, uint64_t first_index, ThreadPool* pool) {
   RETURN_IF_ERROR(view.validate());
-  if (view.memory == MemoryKind::kCuda) {
-    return invalid_argument("tensor '" + view.name +
-                            "': checksum_view needs host memory, got CUDA memory");
-  }
+  if (view.memory == MemoryKind::kCuda) return cuda_codec::checksum_view(view, first_index);
   const size_t es = view.element_size();
   if (view.is_contiguous())
     return checksum_range(view.first_byte(), es, view.numel(), first_index, pool);

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "codec/hd.h"
 #include "codec/status.h"
 #include "codec/tensor_ref.h"
 
@@ -19,10 +20,10 @@ namespace weightcast {
 
 class ThreadPool;
 
-constexpr uint32_t kChecksumSeed32 = 0x9E3779B9u;
-constexpr uint32_t kChecksumSeedHigh32 = 0x7F4A7C15u;
+inline constexpr uint32_t kChecksumSeed32 = 0x9E3779B9u;
+inline constexpr uint32_t kChecksumSeedHigh32 = 0x7F4A7C15u;
 
-inline uint32_t checksum_fmix32(uint32_t h) {
+WC_HD inline uint32_t checksum_fmix32(uint32_t h) {
   h ^= h >> 16;
   h *= 0x85EBCA6Bu;
   h ^= h >> 13;
@@ -32,7 +33,7 @@ inline uint32_t checksum_fmix32(uint32_t h) {
 }
 
 // m(bits) for an element of `elem_size` bytes (1, 2, 4 or 8) whose bits are zero-extended.
-inline uint64_t checksum_mix(uint64_t bits, size_t elem_size) {
+WC_HD inline uint64_t checksum_mix(uint64_t bits, size_t elem_size) {
   if (elem_size <= 4) return checksum_fmix32(static_cast<uint32_t>(bits) ^ kChecksumSeed32);
   const uint64_t lo = checksum_fmix32(static_cast<uint32_t>(bits) ^ kChecksumSeed32);
   const uint64_t hi = checksum_fmix32(static_cast<uint32_t>(bits >> 32) ^ kChecksumSeedHigh32);
@@ -41,8 +42,8 @@ inline uint64_t checksum_mix(uint64_t bits, size_t elem_size) {
 
 // The change of C when the element at global index `index` goes from `old_bits` to
 // `new_bits`: add the result to C (mod 2^64).
-inline uint64_t checksum_change(uint64_t index, uint64_t old_bits, uint64_t new_bits,
-                                size_t elem_size) {
+WC_HD inline uint64_t checksum_change(uint64_t index, uint64_t old_bits, uint64_t new_bits,
+                                      size_t elem_size) {
   return (index + 1) * (checksum_mix(new_bits, elem_size) - checksum_mix(old_bits, elem_size));
 }
 

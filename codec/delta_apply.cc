@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "codec/checksum.h"
+#include "codec/cuda_codec.h"
 #include "codec/delta_chunk.h"
 #include "codec/delta_kernels.h"
 #include "codec/hex.h"
@@ -166,22 +167,20 @@ void for_chunks(ThreadPool* pool, uint32_t first, uint32_t end, F&& f) {
 
 }  // namespace
 
-Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& dest,
-                                const ApplyOptions& o) {
+Result<ApplyRequest> check_apply_request(const DeltaRecordView& record, const TensorRef& dest,
+                                         const ApplyOptions& o) {
   const DeltaRecordHeader& h = record.header;
   const std::string who = "tensor '" + h.name + "'";
   RETURN_IF_ERROR(dest.validate());
-  if (dest.memory == MemoryKind::kCuda) {
-    return invalid_argument(who + ": apply_delta needs host memory; destination '" + dest.name +
-                            "' is CUDA memory");
-  }
   if (dest.dtype != h.dtype) {
     return invalid_argument(who + ": delta is " + std::string(dtype_name(h.dtype)) +
                             " but destination '" + dest.name + "' is " +
                             std::string(dtype_name(dest.dtype)));
   }
-  const uint64_t first = o.dest_first_element.value_or(h.range_offset);
-  const uint64_t count = dest.numel();
+  ApplyRequest req;
+  req.first = o.dest_first_element.value_or(h.range_offset);
+  req.count = dest.numel();
+  const uint64_t first = req.first, count = req.count;
   const uint64_t range_end = h.range_offset + h.range_elements;
   if (first < h.range_offset || first > range_end || count > range_end - first) {
     return invalid_argument(who + ": destination covers elements [" + std::to_string(first) + ", " +
@@ -189,14 +188,43 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
                             std::to_string(h.range_offset) + ", " + std::to_string(range_end) +
                             ")");
   }
-  const bool whole = first == h.range_offset && count == h.range_elements;
-  if (!whole && (!o.part_base_checksum || !o.part_target_checksum)) {
+  req.whole = first == h.range_offset && count == h.range_elements;
+  if (!req.whole && (!o.part_base_checksum || !o.part_target_checksum)) {
     return invalid_argument(who + ": destination covers only [" + std::to_string(first) + ", " +
                             std::to_string(first + count) +
                             ") of the delta's range; give that part's base and target checksums");
   }
-  const uint64_t expected_base = whole ? h.base_checksum : *o.part_base_checksum;
-  const uint64_t expected_target = whole ? h.target_checksum : *o.part_target_checksum;
+  req.expected_base = req.whole ? h.base_checksum : *o.part_base_checksum;
+  req.expected_target = req.whole ? h.target_checksum : *o.part_target_checksum;
+  return req;
+}
+
+Status base_mismatch(const DeltaRecordHeader& h, uint64_t current, uint64_t expected) {
+  return failed_precondition(
+      "tensor '" + h.name + "': destination checksum " + hex16(current) +
+      " is not the delta's base checksum " + hex16(expected) + " (version " +
+      std::to_string(h.base_version) +
+      "): refusing to apply; the destination holds another version (already applied, or a "
+      "different base)");
+}
+
+Status target_mismatch(const DeltaRecordHeader& h, uint64_t checksum, uint64_t expected) {
+  return checksum_mismatch("tensor '" + h.name + "': after applying, the checksum is " +
+                           hex16(checksum) + " but the delta's target checksum is " +
+                           hex16(expected) + " (version " + std::to_string(h.target_version) +
+                           "); the changes were reverted");
+}
+
+Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& dest,
+                                const ApplyOptions& o) {
+  if (dest.memory == MemoryKind::kCuda) return cuda_codec::apply_delta(record, dest, o);
+  const DeltaRecordHeader& h = record.header;
+  const std::string who = "tensor '" + h.name + "'";
+  ASSIGN_OR_RETURN(const ApplyRequest req, check_apply_request(record, dest, o));
+  const uint64_t first = req.first;
+  const bool whole = req.whole;
+  const uint64_t expected_base = req.expected_base;
+  const uint64_t expected_target = req.expected_target;
 
   uint64_t current = 0;
   if (o.current_checksum) {
@@ -204,13 +232,7 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
   } else {
     ASSIGN_OR_RETURN(current, checksum_view(dest, first, o.pool));
   }
-  if (current != expected_base) {
-    return failed_precondition(
-        who + ": destination checksum " + hex16(current) + " is not the delta's base checksum " +
-        hex16(expected_base) + " (version " + std::to_string(h.base_version) +
-        "): refusing to apply; the destination holds another version (already applied, or a "
-        "different base)");
-  }
+  if (current != expected_base) return base_mismatch(h, current, expected_base);
 
   const ChunkApplier applier(record, dest, first);
   const uint32_t c0 = applier.first_chunk(), c1 = applier.end_chunk();
@@ -230,10 +252,7 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
                         " changed elements but its chunks hold " + std::to_string(report.changed));
   }
   if (failure.ok() && report.checksum != expected_target) {
-    failure = checksum_mismatch(who + ": after applying, the checksum is " +
-                                hex16(report.checksum) + " but the delta's target checksum is " +
-                                hex16(expected_target) + " (version " +
-                                std::to_string(h.target_version) + "); the changes were reverted");
+    failure = target_mismatch(h, report.checksum, expected_target);
   }
   if (!failure.ok()) {
     for_chunks(o.pool, c0, c1, [&](uint32_t c) { applier.revert(c, outcomes[c - c0]); });

@@ -42,7 +42,23 @@ struct ApplyReport {
   uint64_t checksum = 0;  // C() of the destination's covered elements now (== target)
 };
 
-// Applies `record` into host memory `dest`. On error the destination is unchanged and the
+// What apply_delta checks before touching memory, shared by the CPU and CUDA paths: the
+// destination's dtype and coverage, and the checksums its part must go from and to.
+struct ApplyRequest {
+  uint64_t first = 0;  // global index of the destination's first element
+  uint64_t count = 0;
+  bool whole = false;  // the destination covers the record's whole range
+  uint64_t expected_base = 0;
+  uint64_t expected_target = 0;
+};
+Result<ApplyRequest> check_apply_request(const DeltaRecordView& record, const TensorRef& dest,
+                                         const ApplyOptions& options);
+// The refusals apply_delta returns, worded once for both paths.
+Status base_mismatch(const DeltaRecordHeader& header, uint64_t current, uint64_t expected);
+Status target_mismatch(const DeltaRecordHeader& header, uint64_t checksum, uint64_t expected);
+
+// Applies `record` into `dest`: host memory here, CUDA memory through cuda_codec::apply_delta
+// (cuda_codec.h) with the same checks and guarantees. On error the destination is unchanged and the
 // message names the tensor, the chunk or the checksums involved.
 Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& dest,
                                 const ApplyOptions& options = {});

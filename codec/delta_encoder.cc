@@ -1,6 +1,7 @@
 #include "codec/delta_encoder.h"
 
 #include "codec/checksum.h"
+#include "codec/cuda_codec.h"
 #include "codec/thread_pool.h"
 
 namespace weightcast {
@@ -71,6 +72,24 @@ Result<EncodedDelta> encode_delta(std::span<const uint8_t> old_bytes,
   h.target_checksum = checksum;
   out.record = assemble_delta_record(h, payloads);
   return out;
+}
+
+Result<EncodedDelta> encode_delta_views(const TensorRef& old_view, const TensorRef& new_view,
+                                        const EncodeOptions& options) {
+  if (old_view.memory == MemoryKind::kCuda || new_view.memory == MemoryKind::kCuda) {
+    return cuda_codec::encode_delta(old_view, new_view, options);
+  }
+  for (const TensorRef* v : {&old_view, &new_view}) {
+    RETURN_IF_ERROR(v->validate());
+    if (!v->is_contiguous()) {
+      return invalid_argument("tensor '" + options.name + "': view '" + v->name +
+                              "' is not contiguous; the encoder reads contiguous elements");
+    }
+  }
+  const auto bytes = [](const TensorRef& v) {
+    return std::span<const uint8_t>(v.first_byte(), v.numel() * v.element_size());
+  };
+  return encode_delta(bytes(old_view), bytes(new_view), options);
 }
 
 }  // namespace weightcast

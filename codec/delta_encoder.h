@@ -12,6 +12,7 @@
 #include "codec/delta_format.h"
 #include "codec/dtype.h"
 #include "codec/status.h"
+#include "codec/tensor_ref.h"
 
 namespace weightcast {
 
@@ -44,5 +45,11 @@ struct EncodedDelta {
 // options.dtype (1-, 2- or 4-byte types). Errors name the tensor.
 Result<EncodedDelta> encode_delta(std::span<const uint8_t> old_bytes,
                                   std::span<const uint8_t> new_bytes, const EncodeOptions& options);
+
+// The delta between two versions held in views: contiguous host views go through encode_delta
+// on their bytes, CUDA views through the CUDA encoder (cuda_codec.h); the bytes are the same.
+// Errors name the tensor.
+Result<EncodedDelta> encode_delta_views(const TensorRef& old_view, const TensorRef& new_view,
+                                        const EncodeOptions& options);
 
 }  // namespace weightcast

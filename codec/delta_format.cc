@@ -76,6 +76,28 @@ Status DeltaRecordHeader::validate() const {
   return ok_status();
 }
 
+namespace {
+
+void append_record_head(const DeltaRecordHeader& h, uint64_t payload, size_t chunk_count,
+                        std::vector<uint8_t>* out) {
+  append_le<uint32_t>(out, kDeltaRecordMagic);
+  append_le<uint16_t>(out, kDeltaFormatVersion);
+  append_le<uint8_t>(out, static_cast<uint8_t>(h.dtype));
+  append_le<uint8_t>(out, static_cast<uint8_t>(dtype_size(h.dtype)));
+  append_le<uint32_t>(out, h.chunk_elements);
+  append_le<uint32_t>(out, static_cast<uint32_t>(h.name.size()));
+  for (uint64_t v : {h.tensor_elements, h.range_offset, h.range_elements, h.base_version,
+                     h.target_version, h.base_checksum, h.target_checksum, h.changed, payload}) {
+    append_le<uint64_t>(out, v);
+  }
+  append_le<uint32_t>(out, static_cast<uint32_t>(chunk_count));
+  append_le<uint32_t>(out, 0);  // reserved
+  out->insert(out->end(), h.name.begin(), h.name.end());
+  out->resize(out->size() + padded_name_bytes(h.name.size()) - h.name.size(), 0);
+}
+
+}  // namespace
+
 std::vector<uint8_t> assemble_delta_record(const DeltaRecordHeader& h,
                                            const std::vector<std::vector<uint8_t>>& chunks) {
   uint64_t payload = 0;
@@ -83,22 +105,22 @@ std::vector<uint8_t> assemble_delta_record(const DeltaRecordHeader& h,
   std::vector<uint8_t> out;
   out.reserve(kDeltaFixedHeaderBytes + padded_name_bytes(h.name.size()) + 4 * chunks.size() +
               payload + kDeltaTrailerBytes);
-  append_le<uint32_t>(&out, kDeltaRecordMagic);
-  append_le<uint16_t>(&out, kDeltaFormatVersion);
-  append_le<uint8_t>(&out, static_cast<uint8_t>(h.dtype));
-  append_le<uint8_t>(&out, static_cast<uint8_t>(dtype_size(h.dtype)));
-  append_le<uint32_t>(&out, h.chunk_elements);
-  append_le<uint32_t>(&out, static_cast<uint32_t>(h.name.size()));
-  for (uint64_t v : {h.tensor_elements, h.range_offset, h.range_elements, h.base_version,
-                     h.target_version, h.base_checksum, h.target_checksum, h.changed, payload}) {
-    append_le<uint64_t>(&out, v);
-  }
-  append_le<uint32_t>(&out, static_cast<uint32_t>(chunks.size()));
-  append_le<uint32_t>(&out, 0);  // reserved
-  out.insert(out.end(), h.name.begin(), h.name.end());
-  out.resize(out.size() + padded_name_bytes(h.name.size()) - h.name.size(), 0);
+  append_record_head(h, payload, chunks.size(), &out);
   for (const auto& c : chunks) append_le<uint32_t>(&out, static_cast<uint32_t>(c.size()));
   for (const auto& c : chunks) out.insert(out.end(), c.begin(), c.end());
+  append_le<uint64_t>(&out, XXH3_64bits(out.data(), out.size()));
+  return out;
+}
+
+std::vector<uint8_t> assemble_delta_record(const DeltaRecordHeader& h,
+                                           std::span<const uint32_t> chunk_sizes,
+                                           std::span<const uint8_t> payload) {
+  std::vector<uint8_t> out;
+  out.reserve(kDeltaFixedHeaderBytes + padded_name_bytes(h.name.size()) + 4 * chunk_sizes.size() +
+              payload.size() + kDeltaTrailerBytes);
+  append_record_head(h, payload.size(), chunk_sizes.size(), &out);
+  for (uint32_t size : chunk_sizes) append_le<uint32_t>(&out, size);
+  out.insert(out.end(), payload.begin(), payload.end());
   append_le<uint64_t>(&out, XXH3_64bits(out.data(), out.size()));
   return out;
 }
@@ -181,6 +203,7 @@ Result<DeltaRecordView> parse_delta_record(std::span<const uint8_t> bytes,
                      std::to_string(cur.remaining()) + " bytes remain");
   }
   view.chunks.resize(chunk_count);
+  view.payload_offset = cur.position();
   for (uint32_t c = 0; c < chunk_count; ++c) (void)cur.take(sizes[c], &view.chunks[c]);
   const size_t hashed = cur.position();
   (void)cur.read(&view.stored_xxh3);

@@ -72,7 +72,8 @@ struct DeltaRecordView {
   DeltaRecordHeader header;
   std::vector<std::span<const uint8_t>> chunks;
   uint64_t stored_xxh3 = 0;
-  size_t record_bytes = 0;  // bytes the record occupies, trailer included
+  size_t record_bytes = 0;    // bytes the record occupies, trailer included
+  size_t payload_offset = 0;  // bytes from the record's start to chunk 0's bytes
 };
 
 struct ParseOptions {
@@ -84,6 +85,12 @@ struct ParseOptions {
 // Serialises header + chunk table + chunks + trailer into one record.
 std::vector<uint8_t> assemble_delta_record(const DeltaRecordHeader& header,
                                            const std::vector<std::vector<uint8_t>>& chunks);
+
+// The same record from a chunk size table and the chunks' bytes back to back (what the CUDA
+// encoder produces).
+std::vector<uint8_t> assemble_delta_record(const DeltaRecordHeader& header,
+                                           std::span<const uint32_t> chunk_sizes,
+                                           std::span<const uint8_t> payload);
 
 // Parses the record at the start of `bytes` (trailing bytes after it are left alone; see
 // record_bytes). Errors say which field is wrong and where.

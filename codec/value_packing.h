@@ -11,25 +11,26 @@
 #include <span>
 #include <vector>
 
+#include "codec/hd.h"
 #include "codec/status.h"
 
 namespace weightcast {
 
 // zigzag(d) - 1 for a w-bit difference d != 0, and back.
-inline uint32_t value_from_diff(uint32_t diff, unsigned w) {
+WC_HD inline uint32_t value_from_diff(uint32_t diff, unsigned w) {
   const uint32_t mask = w >= 32 ? 0xFFFFFFFFu : (1u << w) - 1;
   diff &= mask;
   const uint32_t sign = (diff >> (w - 1)) & 1u;
   const uint32_t zz = ((diff << 1) ^ (0u - sign)) & mask;
   return zz - 1;
 }
-inline uint32_t diff_from_value(uint32_t value, unsigned w) {
+WC_HD inline uint32_t diff_from_value(uint32_t value, unsigned w) {
   const uint32_t zz = value + 1;
   const uint32_t mask = w >= 32 ? 0xFFFFFFFFu : (1u << w) - 1;
   return ((zz >> 1) ^ (0u - (zz & 1u))) & mask;
 }
 // Largest legal value for a w-bit element (zigzag never yields 0 for d != 0).
-inline uint32_t max_value(unsigned w) {
+WC_HD inline uint32_t max_value(unsigned w) {
   return w >= 32 ? 0xFFFFFFFEu : (1u << w) - 2;
 }
 
@@ -53,8 +54,8 @@ Status unpack_values(std::span<const uint8_t> section, uint32_t count, unsigned 
                      std::vector<uint32_t>* values, const char* where);
 
 // Bits needed to store any index below n (0 when n <= 1).
-inline unsigned index_bits(uint32_t n) {
-  return n <= 1 ? 0u : 32u - static_cast<unsigned>(__builtin_clz(n - 1));
+WC_HD inline unsigned index_bits(uint32_t n) {
+  return n <= 1 ? 0u : 32u - wc_clz32(n - 1);
 }
 
 }  // namespace weightcast

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
+#include <span>
 #include <utility>
 
 #include "codec/delta_manifest.h"
@@ -227,7 +228,15 @@ Status Publisher::run_job(PublishJob& job) {
       previous_.emplace_back(t.numel() * t.element_size());
     }
   }
-  pool_->parallel_for(tensors_.size(), [&](size_t i) { gather_tensor(tensors_[i], current_[i]); });
+  {
+    // Host tensors on the pool, CUDA ones through pinned staging meanwhile; a failed read
+    // fails the version (current_ is then scratch: previous_ is untouched).
+    const std::vector<std::span<uint8_t>> outs(current_.begin(), current_.end());
+    Status read = gather_tensors(tensors_, outs, pool_.get());
+    if (!read.ok()) {
+      return read.with_context("version " + std::to_string(job.version) + ": reading tensors");
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(job.mu);
     job.reads_done = true;

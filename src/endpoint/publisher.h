@@ -91,7 +91,8 @@ class Publisher {
                                                   PublisherOptions options);
   ~Publisher();
 
-  // Before the first publish; names unique, host memory.
+  // Before the first publish; names unique; host memory, or CUDA memory in builds with the
+  // CUDA toolkit (src/endpoint/tensor_staging.h).
   Status register_tensor(const TensorRef& ref);
 
   Result<PublishHandle> publish(uint64_t version, bool force_anchor = false);

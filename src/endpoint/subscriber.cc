@@ -188,18 +188,18 @@ void Subscriber::attempt(uint64_t target) {
     report = reader_->catch_up(target);
   }
   proto::Envelope e;
-  if (!report.ok()) {
+  const auto send_nack = [&](uint64_t version, const Status& why, const std::string& doing) {
     proto::Nack& nack = *e.mutable_nack();
-    nack.set_version(target);
+    nack.set_version(version);
     nack.set_rank(options_.rank);
-    nack.set_reason(report.status().message().substr(0, 2000));
-    if (options_.log) {
-      options_.log("subscriber: cannot reach v" + std::to_string(target) + ": " +
-                   report.status().message());
-    }
+    nack.set_reason(why.message().substr(0, 2000));
+    if (options_.log) options_.log("subscriber: " + doing + ": " + why.message());
     link_->send(std::move(e));
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.nacks;
+  };
+  if (!report.ok()) {
+    send_nack(target, report.status(), "cannot reach v" + std::to_string(target));
     return;
   }
   const uint64_t version = report->version;
@@ -209,11 +209,28 @@ void Subscriber::attempt(uint64_t target) {
     for (size_t i = 0; i < tensors_.size(); ++i) {
       if (!live_checksums_[i] || *live_checksums_[i] != reader_->checksum(i)) changed.push_back(i);
     }
+    std::vector<Status> copied(changed.size());
     pool_->parallel_for(changed.size(), [&](size_t k) {
-      scatter_tensor(staging_[changed[k]], tensors_[changed[k]]);
+      copied[k] = scatter_tensor(staging_[changed[k]], tensors_[changed[k]]);
     });
-    for (size_t i : changed) live_checksums_[i] = reader_->checksum(i);
+    // A tensor whose copy failed (a CUDA error) may be partly written: its live checksum is
+    // forgotten so that the next attempt, after the nack, writes it again.
+    Status scattered = ok_status();
+    for (size_t k = 0; k < changed.size(); ++k) {
+      const size_t i = changed[k];
+      if (copied[k].ok()) {
+        live_checksums_[i] = reader_->checksum(i);
+        continue;
+      }
+      live_checksums_[i].reset();
+      if (scattered.ok()) scattered = copied[k];
+    }
     if (options_.after_apply) options_.after_apply(version);
+    if (!scattered.ok()) {
+      send_nack(version, scattered,
+                "cannot write v" + std::to_string(version) + " into the engine's tensors");
+      return;
+    }
   }
   const uint64_t apply_us =
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(

@@ -8,7 +8,9 @@
 // after_apply(v) and acks v with every checksum. The engine's tensors are only ever written
 // from a verified staging copy, so they hold the last verified version or the new one and
 // never anything in between (invariant 1); a failure is nacked and the engine keeps its
-// version until a Recover succeeds. Failed attempts back off (0.25 s doubling to 4 s).
+// version until a Recover succeeds. Failed attempts back off (0.25 s doubling to 4 s). The one
+// exception: a copy into the engine's memory that fails itself (a CUDA error) can leave that
+// tensor partly written; it is nacked and written again by the next attempt.
 //
 // When the coordinator chose ucx for this rank and the Offers of every version from the held
 // one to the target carry a UCX blob, the deltas are read from the publisher's memory over
@@ -64,7 +66,8 @@ class Subscriber {
                                                     SubscriberOptions options);
   ~Subscriber();
 
-  // Before connect(); names unique, host memory.
+  // Before connect(); names unique; host memory, or CUDA memory in builds with the CUDA
+  // toolkit (src/endpoint/tensor_staging.h).
   Status register_tensor(const TensorRef& destination);
   // For a rank without an engine (weightcastd): waits for the journal's HEAD, then allocates
   // and registers a tensor for each of the head's tensors.

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/fuzz/chunk_hd_fuzz_seeds.h"
 #include "tests/fuzz/control_message_fuzz_seeds.h"
 #include "tests/fuzz/curve_key_fuzz_seeds.h"
 #include "tests/fuzz/delta_fuzz_seeds.h"

@@ -7,10 +7,14 @@
 # The bundle is $WEIGHTCAST_GPU_BUNDLE, else the folder holding this script when it is a
 # bundle's copy, else build-gpu/bundle under the repository root. Steps, each logged to OUT_DIR
 # (at most 8 files, flat, as the device tool returns them):
-#   preflight.log       host, glibc against the bundle's MANIFEST, unresolved libraries
-#   nvidia-smi.txt      the GPU summary (absent GPU: noted, not an error)
-#   service_tests.log/.xml  the CUDA, staging and packed-expert gtests, under a timeout
+#   preflight.log       host, glibc against the bundle's MANIFEST, unresolved libraries, and
+#                       the GPU summary from nvidia-smi (absent GPU: noted, not an error)
+#   service_tests.log   the CUDA executor, staging and packed-expert gtests, under a timeout
+#   codec_tests.log     the CUDA codec gtests (Cuda*, ChunkCodecHd*)
+#   nccl_tests.log      the NCCL backend's one-GPU tests (NCCL from the Python wheel there)
+#   memcheck.log        compute-sanitizer memcheck over the small CUDA codec tests
 #   bench_coalesce.json weightcast bench coalesce (host staging; WEIGHTCAST_GPU_BENCH=0 skips)
+#   bench_gpu_codec.json gpu_codec_bench: checksum/encode/apply vs a device copy (same switch)
 #   summary.txt         one line per step; printed last
 # Exit status: 0 when every step passed; 1 when one failed, including CUDA tests skipping on
 # a machine whose nvidia-smi lists a GPU (WEIGHTCAST_EXPECT_GPU=0/1 overrides that guess).
@@ -33,6 +37,9 @@ fi
 TEST_TIMEOUT="${WEIGHTCAST_GPU_TEST_TIMEOUT:-240}"
 BENCH_TIMEOUT="${WEIGHTCAST_GPU_BENCH_TIMEOUT:-150}"
 FILTER="${WEIGHTCAST_GPU_FILTER:-Cuda*:CopyExecutor*:PackedExpert*:StagingPool*}"
+CODEC_FILTER="${WEIGHTCAST_GPU_CODEC_FILTER:-Cuda*:ChunkCodecHd*}"
+MEMCHECK_FILTER="CudaCodec.ChecksumsEqualThePublishedVectors:CudaCodec.DoubleApplied*:CudaCodec.ARecord*:CudaCodec.ApplyIntoAStrided*"
+XML_DIR="$(mktemp -d)"
 SUMMARY="$OUT/summary.txt"
 : >"$SUMMARY"
 failed=0
@@ -98,25 +105,26 @@ sed -n '1,9p' "$OUT/preflight.log"
 
 # ---- the GPU, as nvidia-smi sees it.
 gpu_listed=0
+SMI="$XML_DIR/nvidia-smi.txt"
 if command -v nvidia-smi >/dev/null 2>&1; then
   {
     nvidia-smi -L
     nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,temperature.gpu,clocks.sm,clocks.mem,pstate --format=csv
-  } >"$OUT/nvidia-smi.txt" 2>&1
-  grep -q '^GPU [0-9]' "$OUT/nvidia-smi.txt" && gpu_listed=1
+  } >"$SMI" 2>&1
+  grep -q '^GPU [0-9]' "$SMI" && gpu_listed=1
 else
-  echo "nvidia-smi: not found (no NVIDIA driver on this machine)" >"$OUT/nvidia-smi.txt"
+  echo "nvidia-smi: not found (no NVIDIA driver on this machine)" >"$SMI"
 fi
-cat "$OUT/nvidia-smi.txt"
+cat "$SMI" | tee -a "$OUT/preflight.log"
 expect_gpu="${WEIGHTCAST_EXPECT_GPU:-$gpu_listed}"
-step nvidia-smi ok "$(head -1 "$OUT/nvidia-smi.txt") (expect GPU: $expect_gpu)"
+step nvidia-smi ok "$(head -1 "$SMI") (expect GPU: $expect_gpu)"
 
 # ---- the gtests.
 echo "==== service_tests --gtest_filter=$FILTER (timeout ${TEST_TIMEOUT}s)"
 timeout --kill-after=10 "$TEST_TIMEOUT" "$BUNDLE/bin/service_tests" --gtest_filter="$FILTER" \
-  --gtest_output="xml:$OUT/service_tests.xml" 2>&1 | tee "$OUT/service_tests.log"
+  --gtest_output="xml:$XML_DIR/service_tests.xml" 2>&1 | tee "$OUT/service_tests.log"
 rc=${PIPESTATUS[0]}
-xml="$OUT/service_tests.xml"
+xml="$XML_DIR/service_tests.xml"
 skipped_cuda="$(grep -E 'classname="Cuda' "$xml" 2>/dev/null | grep -c 'result="skipped"')"
 ran="$(grep -c '<testcase ' "$xml" 2>/dev/null)"
 if ((rc == 124 || rc == 137)); then
@@ -127,6 +135,66 @@ elif ((expect_gpu == 1 && skipped_cuda > 0)); then
   step gtests FAIL "$skipped_cuda CUDA tests skipped on a machine with a GPU: $(grep -m1 -o 'no usable CUDA device[^"]*' "$OUT/service_tests.log")"
 else
   step gtests ok "${ran:-0} tests, ${skipped_cuda:-0} CUDA skipped"
+fi
+
+# ---- the CUDA codec gtests, then compute-sanitizer over the small ones.
+if [[ -x "$BUNDLE/bin/codec_tests" ]]; then
+  echo "==== codec_tests --gtest_filter=$CODEC_FILTER (timeout ${TEST_TIMEOUT}s)"
+  timeout --kill-after=10 "$TEST_TIMEOUT" "$BUNDLE/bin/codec_tests" --gtest_filter="$CODEC_FILTER" \
+    --gtest_output="xml:$XML_DIR/codec_tests.xml" >"$OUT/codec_tests.log" 2>&1
+  rc=$?
+  grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|no usable' "$OUT/codec_tests.log" | tail -30
+  xml="$XML_DIR/codec_tests.xml"
+  skipped="$(grep -E 'classname="Cuda' "$xml" 2>/dev/null | grep -c 'result="skipped"')"
+  ran="$(grep -c '<testcase ' "$xml" 2>/dev/null)"
+  if ((rc == 124 || rc == 137)); then
+    step codec-gtests FAIL "timed out after ${TEST_TIMEOUT}s"
+  elif ((rc != 0)); then
+    step codec-gtests FAIL "exit $rc: $(grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/codec_tests.log" | sort -u | tr '\n' ' ')"
+  elif ((expect_gpu == 1 && skipped > 1)); then  # CudaCodecDispatch never skips; the rest must run
+    step codec-gtests FAIL "$skipped CUDA codec tests skipped on a machine with a GPU"
+  else
+    step codec-gtests ok "${ran:-0} tests, ${skipped:-0} CUDA skipped"
+  fi
+  sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+  if ((expect_gpu == 1)) && [[ -x "$sanitizer" ]]; then
+    echo "==== compute-sanitizer memcheck codec_tests --gtest_filter=$MEMCHECK_FILTER"
+    timeout --kill-after=10 "$BENCH_TIMEOUT" "$sanitizer" --tool memcheck --error-exitcode 3 \
+      "$BUNDLE/bin/codec_tests" --gtest_filter="$MEMCHECK_FILTER" >"$OUT/memcheck.log" 2>&1
+    rc=$?
+    tail -5 "$OUT/memcheck.log"
+    if ((rc == 0)); then
+      step memcheck ok "$(grep -m1 -E 'ERROR SUMMARY' "$OUT/memcheck.log")"
+    else
+      step memcheck FAIL "exit $rc: $(grep -m1 -E 'ERROR SUMMARY|Invalid|error' "$OUT/memcheck.log")"
+    fi
+  else
+    step memcheck skip "no GPU or no compute-sanitizer here"
+  fi
+fi
+
+# ---- the NCCL backend's one-GPU tests; NCCL is loaded at run time from the Python wheel.
+if [[ -x "$BUNDLE/bin/nccl_tests" ]]; then
+  if [[ -z "${WEIGHTCAST_NCCL_LIBRARY:-}" && -z "${WEIGHTCAST_NCCL_SEARCH:-}" ]] && command -v python3 >/dev/null; then
+    WEIGHTCAST_NCCL_SEARCH="$(python3 -c 'import site, sys; print(":".join(site.getsitepackages() + sys.path))' 2>/dev/null)"
+    export WEIGHTCAST_NCCL_SEARCH
+  fi
+  echo "==== nccl_tests (timeout ${TEST_TIMEOUT}s)"
+  timeout --kill-after=10 "$TEST_TIMEOUT" "$BUNDLE/bin/nccl_tests" \
+    --gtest_output="xml:$XML_DIR/nccl_tests.xml" >"$OUT/nccl_tests.log" 2>&1
+  rc=$?
+  grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|NCCL [0-9]|refused|no usable' "$OUT/nccl_tests.log" | tail -20
+  xml="$XML_DIR/nccl_tests.xml"
+  skipped="$(grep -E 'name="(OneRank|ACommunicator)' "$xml" 2>/dev/null | grep -c 'result="skipped"')"
+  if ((rc == 124 || rc == 137)); then
+    step nccl-gtests FAIL "timed out after ${TEST_TIMEOUT}s"
+  elif ((rc != 0)); then
+    step nccl-gtests FAIL "exit $rc: $(grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/nccl_tests.log" | sort -u | tr '\n' ' ')"
+  elif ((expect_gpu == 1 && skipped > 0)); then
+    step nccl-gtests FAIL "$skipped one-GPU NCCL tests skipped on a machine with a GPU"
+  else
+    step nccl-gtests ok "$(grep -c '<testcase ' "$xml" 2>/dev/null) tests; two ranks on one GPU: $(grep -q 'refused two ranks' "$OUT/nccl_tests.log" && echo refused || echo ran)"
+  fi
 fi
 
 # ---- the host staging benchmark on this machine's CPUs and memory.
@@ -144,4 +212,18 @@ if [[ "${WEIGHTCAST_GPU_BENCH:-1}" == 1 ]]; then
     step bench FAIL "exit $rc"
   fi
 fi
+# ---- the CUDA codec against a device copy (256 Mi bf16 at 1 %).
+if [[ "${WEIGHTCAST_GPU_BENCH:-1}" == 1 && -x "$BUNDLE/bin/gpu_codec_bench" ]] && ((expect_gpu == 1)); then
+  echo "==== gpu_codec_bench (timeout ${BENCH_TIMEOUT}s)"
+  timeout --kill-after=10 "$BENCH_TIMEOUT" "$BUNDLE/bin/gpu_codec_bench" ${WEIGHTCAST_GPU_CODEC_BENCH_ARGS:-} \
+    >"$OUT/bench_gpu_codec.json" 2>&1
+  rc=$?
+  cat "$OUT/bench_gpu_codec.json"
+  if ((rc == 0)); then
+    step codec-bench ok "$(grep -E '"(checksum|encode|apply)_vs_copy"' "$OUT/bench_gpu_codec.json" | tr -d ' \n')"
+  else
+    step codec-bench FAIL "exit $rc"
+  fi
+fi
+rm -rf "$XML_DIR"
 finish

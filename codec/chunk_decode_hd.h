@@ -1,0 +1,279 @@
+// Decoding and validating one delta chunk on raw pointers: the half of the chunk format that
+// the CUDA apply runs on the GPU, one thread per chunk. It accepts exactly what decode_chunk
+// (delta_chunk.cc) accepts and yields the same positions and values; where decode_chunk
+// returns a message, this returns a code (chunk_decode_error_text turns it into words on the
+// host). tests/codec/chunk_codec_hd_test.cc checks both against each other on the CPU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "codec/chunk_plan_hd.h"
+#include "codec/delta_format.h"
+#include "codec/hd.h"
+#include "codec/value_packing.h"
+
+namespace weightcast::hd {
+
+enum ChunkDecodeError : uint8_t {
+  kDecodeOk = 0,
+  kShortHeader,
+  kBadModeOrReserved,
+  kBadChangedCount,
+  kPositionsPastEnd,
+  kBadRawChunk,
+  kRiceParameterOnOtherMode,
+  kStreamVByteTruncated,
+  kStreamVByteSizeMismatch,
+  kGapPastChunkEnd,
+  kRiceParameterTooLarge,
+  kRiceTruncated,
+  kRiceUnusedBytes,
+  kBitmapSize,
+  kBitmapTooManyPositions,
+  kBitmapCountMismatch,
+  kValuesWidthTooLarge,
+  kValuesNoExceptionCount,
+  kValuesExceptionCount,
+  kValuesSizeMismatch,
+  kValuesExceptionOrder,
+  kValuesExceptionWithoutHighBits,
+  kValueTooLarge,
+  kRawChangeCountMismatch,  // found while applying a whole raw chunk
+  kDecodeErrorCount
+};
+
+// Bounded LSB-first reader with BitReader's contract: reads past the end set overrun and
+// yield zeros; bytes_consumed counts a partly read byte.
+class BitSource {
+ public:
+  WC_HD BitSource(const uint8_t* p, size_t size) : p_(p), size_(size) {}
+  WC_HD uint32_t get(unsigned bits) {
+    if (fill_ < bits) {
+      refill();
+      if (fill_ < bits) {
+        overrun_ = true;
+        acc_ = 0;
+        fill_ = 0;
+        return 0;
+      }
+    }
+    const auto v = static_cast<uint32_t>(acc_ & low_mask(bits));
+    acc_ = bits >= 64 ? 0 : acc_ >> bits;
+    fill_ -= bits;
+    return v;
+  }
+  // Counts one bits up to the next zero bit; gives up (overrun) once past `limit`.
+  WC_HD uint64_t get_unary(uint64_t limit) {
+    uint64_t count = 0;
+    for (;;) {
+      if (fill_ < 32) refill();
+      if (fill_ == 0) {
+        overrun_ = true;
+        return count;
+      }
+      const uint64_t inverted = ~acc_;
+      const uint64_t ones = inverted == 0 ? 64 : wc_ctz64(inverted);
+      if (ones < fill_) {
+        count += ones;
+        acc_ = ones + 1 >= 64 ? 0 : acc_ >> (ones + 1);
+        fill_ -= static_cast<unsigned>(ones) + 1;
+        return count;
+      }
+      count += fill_;
+      acc_ = 0;
+      fill_ = 0;
+      if (count > limit) {
+        overrun_ = true;
+        return count;
+      }
+    }
+  }
+  WC_HD bool overrun() const { return overrun_; }
+  WC_HD size_t bytes_consumed() const { return pos_ - fill_ / 8; }
+
+ private:
+  WC_HD void refill() {
+    while (fill_ <= 56 && pos_ < size_) {
+      acc_ |= static_cast<uint64_t>(p_[pos_++]) << fill_;
+      fill_ += 8;
+    }
+  }
+  const uint8_t* p_;
+  size_t size_;
+  size_t pos_ = 0;
+  uint64_t acc_ = 0;
+  unsigned fill_ = 0;
+  bool overrun_ = false;
+};
+
+WC_HD inline uint32_t load_le32(const uint8_t* p) {
+  return uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 24);
+}
+
+// The 12-byte chunk header, unchecked.
+struct ChunkHead {
+  uint8_t mode = 0, value_bits = 0, rice_k = 0, reserved = 0;
+  uint32_t changed = 0, positions_bytes = 0;
+};
+
+WC_HD inline ChunkDecodeError decode_positions(const ChunkHead& h, const uint8_t* sec,
+                                               uint32_t size, uint32_t length,
+                                               uint32_t* positions) {
+  const uint32_t count = h.changed;
+  switch (static_cast<ChunkMode>(h.mode)) {
+    case ChunkMode::kGapsStreamVByte: {
+      const uint64_t control = (uint64_t{count} + 3) / 4;
+      if (size < control) return kStreamVByteTruncated;
+      uint64_t data = 0;
+      for (uint32_t i = 0; i < count; ++i) data += ((sec[i / 4] >> (2 * (i % 4))) & 3u) + 1;
+      if (size != control + data) return kStreamVByteSizeMismatch;
+      const uint8_t* d = sec + control;
+      uint64_t next = 0;
+      for (uint32_t i = 0; i < count; ++i) {
+        const unsigned bytes = ((sec[i / 4] >> (2 * (i % 4))) & 3u) + 1;
+        uint32_t g = 0;
+        for (unsigned b = 0; b < bytes; ++b) g |= uint32_t{*d++} << (8 * b);
+        const uint64_t p = next + g;
+        if (p >= length) return kGapPastChunkEnd;
+        positions[i] = static_cast<uint32_t>(p);
+        next = p + 1;
+      }
+      return kDecodeOk;
+    }
+    case ChunkMode::kGapsRice: {
+      const unsigned k = h.rice_k;
+      if (k > kMaxRiceK) return kRiceParameterTooLarge;
+      BitSource r(sec, size);
+      uint64_t next = 0;
+      for (uint32_t i = 0; i < count; ++i) {
+        const uint64_t q = r.get_unary(length);
+        const uint64_t g = (q << k) | r.get(k);
+        if (r.overrun()) return kRiceTruncated;
+        const uint64_t p = next + g;
+        if (q > length || p >= length) return kGapPastChunkEnd;
+        positions[i] = static_cast<uint32_t>(p);
+        next = p + 1;
+      }
+      if (r.bytes_consumed() != size) return kRiceUnusedBytes;
+      return kDecodeOk;
+    }
+    default: {  // bitmap
+      if (size != bitmap_bytes(length)) return kBitmapSize;
+      uint32_t found = 0;
+      for (uint32_t byte = 0; byte < size; ++byte) {
+        uint32_t b = sec[byte];
+        while (b != 0) {
+          const uint32_t p = byte * 8 + wc_ctz64(b);
+          if (p >= length) return kGapPastChunkEnd;
+          if (found == count) return kBitmapTooManyPositions;
+          positions[found++] = p;
+          b &= b - 1;
+        }
+      }
+      return found == count ? kDecodeOk : kBitmapCountMismatch;
+    }
+  }
+}
+
+WC_HD inline ChunkDecodeError decode_values(const uint8_t* sec, uint64_t size, uint32_t count,
+                                            unsigned bits, unsigned w, uint32_t* values) {
+  if (bits > w) return kValuesWidthTooLarge;
+  if (size < 4) return kValuesNoExceptionCount;
+  const uint32_t exceptions = load_le32(sec);
+  if (exceptions > count || (bits == w && exceptions != 0)) return kValuesExceptionCount;
+  const unsigned iw = index_bits(count);
+  const uint64_t low_bytes = (uint64_t{count} * bits + 7) / 8;
+  const uint64_t idx_bytes = (uint64_t{exceptions} * iw + 7) / 8;
+  const uint64_t high_bytes = (uint64_t{exceptions} * (w - bits) + 7) / 8;
+  if (size - 4 != low_bytes + idx_bytes + high_bytes) return kValuesSizeMismatch;
+  const uint8_t* base = sec + 4;
+  BitSource low(base, low_bytes);
+  for (uint32_t i = 0; i < count; ++i) values[i] = low.get(bits);
+  BitSource idx(base + low_bytes, idx_bytes);
+  BitSource high(base + low_bytes + idx_bytes, high_bytes);
+  int64_t previous = -1;
+  for (uint32_t e = 0; e < exceptions; ++e) {
+    const uint32_t i = idx.get(iw);
+    if (static_cast<int64_t>(i) <= previous || i >= count) return kValuesExceptionOrder;
+    previous = i;
+    const uint32_t hi = high.get(w - bits);
+    if (hi == 0) return kValuesExceptionWithoutHighBits;
+    values[i] |= hi << bits;
+  }
+  if (low.overrun() || idx.overrun() || high.overrun()) return kValuesSizeMismatch;
+  const uint32_t limit = max_value(w);
+  for (uint32_t i = 0; i < count; ++i)
+    if (values[i] > limit) return kValueTooLarge;
+  return kDecodeOk;
+}
+
+// Checks the chunk's header and, for every mode but raw, decodes its `head->changed`
+// positions and values into arrays of at least that many entries. `capacity` is the entry
+// count the caller reserved: a chunk claiming more is refused. For raw chunks the new values
+// are the length * elem_size bytes after the header.
+WC_HD inline ChunkDecodeError decode_chunk_hd(const uint8_t* bytes, uint64_t size, uint32_t length,
+                                              unsigned elem_size, uint32_t capacity,
+                                              uint32_t* positions, uint32_t* values,
+                                              ChunkHead* head) {
+  if (size < kChunkHeaderBytes) return kShortHeader;
+  ChunkHead h;
+  h.mode = bytes[0];
+  h.value_bits = bytes[1];
+  h.rice_k = bytes[2];
+  h.reserved = bytes[3];
+  h.changed = load_le32(bytes + 4);
+  h.positions_bytes = load_le32(bytes + 8);
+  *head = h;
+  if (h.mode == 0 || h.mode > kMaxChunkMode || h.reserved != 0) return kBadModeOrReserved;
+  if (h.changed == 0 || h.changed > length || h.changed > capacity) return kBadChangedCount;
+  const uint64_t rest = size - kChunkHeaderBytes;
+  if (h.positions_bytes > rest) return kPositionsPastEnd;
+  const uint8_t* sec = bytes + kChunkHeaderBytes;
+  if (static_cast<ChunkMode>(h.mode) == ChunkMode::kRaw) {
+    if (h.positions_bytes != uint64_t{length} * elem_size || rest != h.positions_bytes ||
+        h.value_bits != 0 || h.rice_k != 0) {
+      return kBadRawChunk;
+    }
+    return kDecodeOk;
+  }
+  if (static_cast<ChunkMode>(h.mode) != ChunkMode::kGapsRice && h.rice_k != 0)
+    return kRiceParameterOnOtherMode;
+  const ChunkDecodeError e = decode_positions(h, sec, h.positions_bytes, length, positions);
+  if (e != kDecodeOk) return e;
+  return decode_values(sec + h.positions_bytes, rest - h.positions_bytes, h.changed, h.value_bits,
+                       elem_size * 8, values);
+}
+
+// Words for a code, for messages made on the host ("tensor 'x' chunk 7: ...").
+inline const char* chunk_decode_error_text(uint8_t code) {
+  static const char* const kText[] = {
+      "ok",
+      "chunk is shorter than its 12-byte header",
+      "unknown chunk mode or non-zero reserved byte",
+      "change count is zero or exceeds the chunk length",
+      "positions section runs past the chunk end",
+      "raw chunk has the wrong size or non-zero value width/Rice parameter",
+      "Rice parameter set on a chunk of another mode",
+      "Stream VByte control bytes are truncated",
+      "Stream VByte section size disagrees with its control bytes",
+      "a position leads past the chunk end",
+      "Rice parameter exceeds the largest allowed",
+      "Rice codes are truncated",
+      "Rice section has unused bytes",
+      "bitmap size does not match the chunk length",
+      "bitmap marks more positions than the chunk claims",
+      "bitmap marks fewer positions than the chunk claims",
+      "values section width exceeds the element width",
+      "values section is truncated before its exception count",
+      "values section claims too many exceptions",
+      "values section size disagrees with its widths",
+      "values section exception index out of order or out of range",
+      "values section exception has no high bits",
+      "a value exceeds the largest difference of the element width",
+      "raw chunk's change count differs from the elements it changes",
+  };
+  return code < kDecodeErrorCount ? kText[code] : "unknown decode error";
+}
+
+}  // namespace weightcast::hd

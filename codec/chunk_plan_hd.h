@@ -1,0 +1,293 @@
+// Sizing and writing one delta chunk from its changed positions and values, on raw pointers:
+// the half of the chunk format (FORMATS.md "chunk", delta_chunk.h) that the CUDA encoder runs
+// on the GPU, one thread per chunk. It makes the same choices as encode_chunk (delta_chunk.cc)
+// with the same arithmetic, so the bytes are identical; tests/codec/chunk_codec_hd_test.cc
+// checks that on the CPU against encode_chunk for every mode and adversarial inputs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "codec/delta_chunk.h"
+#include "codec/delta_format.h"
+#include "codec/hd.h"
+#include "codec/value_packing.h"
+
+namespace weightcast::hd {
+
+WC_HD inline uint32_t low_mask(unsigned bits) {
+  return bits >= 32 ? 0xFFFFFFFFu : (1u << bits) - 1;
+}
+
+WC_HD inline void store_le32(uint8_t* p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+  p[2] = static_cast<uint8_t>(v >> 16);
+  p[3] = static_cast<uint8_t>(v >> 24);
+}
+
+// Least-significant-bit-first bit stream into bytes: the same stream as BitWriter
+// (bit_stream.h), written a byte at a time, so it needs no slack after the end.
+class BitSink {
+ public:
+  WC_HD explicit BitSink(uint8_t* p) : p_(p) {}
+  // Appends the low `bits` (0..32) bits of `value`; higher bits of `value` must be zero.
+  WC_HD void put(uint32_t value, unsigned bits) {
+    acc_ |= static_cast<uint64_t>(value) << fill_;
+    fill_ += bits;
+    while (fill_ >= 8) {
+      *p_++ = static_cast<uint8_t>(acc_);
+      acc_ >>= 8;
+      fill_ -= 8;
+    }
+  }
+  WC_HD void put_unary(uint64_t count) {
+    while (count >= 24) {
+      put(0xFFFFFFu, 24);
+      count -= 24;
+    }
+    put(static_cast<uint32_t>((1u << count) - 1), static_cast<unsigned>(count) + 1);
+  }
+  // Pads the last byte with zero bits; returns the end of what was written.
+  WC_HD uint8_t* flush() {
+    if (fill_ > 0) *p_++ = static_cast<uint8_t>(acc_);
+    acc_ = 0;
+    fill_ = 0;
+    return p_;
+  }
+
+ private:
+  uint8_t* p_;
+  uint64_t acc_ = 0;
+  unsigned fill_ = 0;
+};
+
+// What encode_chunk decides for a chunk: mode, widths and exact sizes.
+struct ChunkPlan {
+  uint8_t mode = 0;  // ChunkMode
+  uint8_t value_bits = 0;
+  uint8_t rice_k = 0;
+  uint32_t changed = 0;
+  uint32_t positions_bytes = 0;
+  uint32_t values_bytes = 0;  // 0 for raw and unchanged chunks
+  uint32_t exceptions = 0;
+  uint32_t total_bytes = 0;  // header included; 0 when nothing changed
+};
+
+WC_HD inline uint32_t bitmap_bytes(uint32_t length) {
+  return (length + 7) / 8;
+}
+
+// Gap g_k = p_k - p_{k-1} - 1 with p_{-1} = -1.
+WC_HD inline uint32_t gap_at(const uint32_t* positions, uint32_t k) {
+  return k == 0 ? positions[0] : positions[k] - positions[k - 1] - 1;
+}
+
+WC_HD inline uint64_t streamvbyte_size(const uint32_t* positions, uint32_t n) {
+  uint64_t bytes = (uint64_t{n} + 3) / 4;
+  for (uint32_t k = 0; k < n; ++k) {
+    const uint32_t g = gap_at(positions, k);
+    bytes += g < (1u << 8) ? 1 : g < (1u << 16) ? 2 : g < (1u << 24) ? 3 : 4;
+  }
+  return bytes;
+}
+
+// plan_rice_gaps (position_codecs.cc): k next to log2(mean gap), three candidates sized.
+WC_HD inline void plan_rice(const uint32_t* positions, uint32_t n, unsigned* k_out,
+                            uint64_t* bytes_out) {
+  const uint64_t gap_sum = uint64_t{positions[n - 1]} + 1 - n;
+  const uint64_t mean = gap_sum / n;
+  const unsigned k0 = mean == 0 ? 0u : 31u - wc_clz32(static_cast<uint32_t>(mean));
+  const unsigned lo_candidate = k0 == 0 ? 0u : k0 - 1;
+  const unsigned lo = lo_candidate < kMaxRiceK - 2 ? lo_candidate : kMaxRiceK - 2;
+  uint64_t q[3] = {0, 0, 0};
+  for (uint32_t k = 0; k < n; ++k) {
+    const uint32_t g = gap_at(positions, k);
+    q[0] += g >> lo;
+    q[1] += g >> (lo + 1);
+    q[2] += g >> (lo + 2);
+  }
+  uint64_t best = ~uint64_t{0};
+  unsigned best_k = 0;
+  for (unsigned i = 0; i < 3; ++i) {
+    const uint64_t bytes = (q[i] + uint64_t{n} * (lo + i + 1) + 7) / 8;
+    if (bytes < best) {
+      best = bytes;
+      best_k = lo + i;
+    }
+  }
+  *k_out = best_k;
+  *bytes_out = best;
+}
+
+// plan_value_packing (value_packing.cc): the low width that minimises the section.
+WC_HD inline void plan_values(const uint32_t* values, uint32_t n, unsigned w, unsigned* bits_out,
+                              uint32_t* exceptions_out, uint64_t* bytes_out) {
+  uint32_t hist[33] = {};
+  for (uint32_t k = 0; k < n; ++k) ++hist[wc_bit_length(values[k])];
+  const unsigned iw = index_bits(n);
+  uint64_t best = ~uint64_t{0};
+  uint32_t wider = n - hist[0];
+  for (unsigned b = 0; b <= w; ++b) {
+    const uint64_t bytes = 4 + (uint64_t{n} * b + 7) / 8 + (uint64_t{wider} * iw + 7) / 8 +
+                           (uint64_t{wider} * (w - b) + 7) / 8;
+    if (bytes < best) {
+      best = bytes;
+      *bits_out = b;
+      *exceptions_out = wider;
+    }
+    if (b < w) wider -= hist[b + 1];
+  }
+  *bytes_out = best;
+}
+
+// The plan encode_chunk makes for `n` changes (ascending `positions` within a chunk of
+// `length` elements, their `values`), choosing among `allowed_modes` (ChunkModeMask).
+WC_HD inline ChunkPlan plan_chunk(const uint32_t* positions, const uint32_t* values, uint32_t n,
+                                  uint32_t length, unsigned elem_size, uint32_t allowed_modes) {
+  ChunkPlan plan;
+  plan.changed = n;
+  if (n == 0) return plan;
+  const unsigned w = elem_size * 8;
+  unsigned value_bits = 0, rice_k = 0;
+  uint32_t exceptions = 0;
+  uint64_t values_bytes = 0, rice_bytes = 0;
+  plan_values(values, n, w, &value_bits, &exceptions, &values_bytes);
+  plan_rice(positions, n, &rice_k, &rice_bytes);
+  // Stream VByte needs at least 10 bits per gap; it is sized only when it could win.
+  const bool skip_svb = (allowed_modes & kAllowRice) != 0 && rice_bytes <= uint64_t{n} + n / 4;
+  const uint64_t svb_bytes = skip_svb ? (~uint64_t{0}) / 4 : streamvbyte_size(positions, n);
+  struct Candidate {
+    ChunkMode mode;
+    uint32_t mask;
+    uint64_t positions_bytes;
+    bool has_values;
+  };
+  const Candidate candidates[4] = {
+      {ChunkMode::kGapsRice, kAllowRice, rice_bytes, true},
+      {ChunkMode::kGapsStreamVByte, kAllowStreamVByte, svb_bytes, true},
+      {ChunkMode::kBitmap, kAllowBitmap, bitmap_bytes(length), true},
+      {ChunkMode::kRaw, kAllowRaw, uint64_t{length} * elem_size, false},
+  };
+  int best = -1;
+  uint64_t best_bytes = ~uint64_t{0};
+  for (int i = 0; i < 4; ++i) {
+    const Candidate& c = candidates[i];
+    if ((allowed_modes & c.mask) == 0) continue;
+    const uint64_t total = c.positions_bytes + (c.has_values ? values_bytes : 0);
+    if (total < best_bytes) {
+      best = i;
+      best_bytes = total;
+    }
+  }
+  if (best < 0) best = 0;  // an empty mask means "any": Rice, as encode_chunk does
+  const Candidate& c = candidates[best];
+  plan.mode = static_cast<uint8_t>(c.mode);
+  plan.value_bits = static_cast<uint8_t>(c.has_values ? value_bits : 0);
+  plan.rice_k = static_cast<uint8_t>(c.mode == ChunkMode::kGapsRice ? rice_k : 0);
+  plan.positions_bytes = static_cast<uint32_t>(c.positions_bytes);
+  plan.values_bytes = c.has_values ? static_cast<uint32_t>(values_bytes) : 0;
+  plan.exceptions = c.has_values ? exceptions : 0;
+  plan.total_bytes =
+      static_cast<uint32_t>(kChunkHeaderBytes + plan.positions_bytes + plan.values_bytes);
+  return plan;
+}
+
+WC_HD inline uint8_t* write_chunk_header(uint8_t* p, const ChunkPlan& plan) {
+  p[0] = plan.mode;
+  p[1] = plan.value_bits;
+  p[2] = plan.rice_k;
+  p[3] = 0;
+  store_le32(p + 4, plan.changed);
+  store_le32(p + 8, plan.positions_bytes);
+  return p + kChunkHeaderBytes;
+}
+
+WC_HD inline uint8_t* write_rice_gaps(uint8_t* p, const uint32_t* positions, uint32_t n,
+                                      unsigned k) {
+  BitSink sink(p);
+  const uint32_t mask = low_mask(k);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t g = gap_at(positions, i);
+    const uint32_t q = g >> k;
+    if (q + 1 + k < 32) {
+      sink.put(((1u << q) - 1) | ((g & mask) << (q + 1)), q + 1 + k);
+    } else {
+      sink.put_unary(q);
+      sink.put(g & mask, k);
+    }
+  }
+  return sink.flush();
+}
+
+// libstreamvbyte's layout: (n + 3) / 4 control bytes (2 bits per value: byte count - 1, value
+// i at bits 2 * (i % 4) of byte i / 4), then each value's 1-4 little-endian bytes.
+WC_HD inline uint8_t* write_streamvbyte_gaps(uint8_t* p, const uint32_t* positions, uint32_t n) {
+  const uint32_t control = (n + 3) / 4;
+  for (uint32_t c = 0; c < control; ++c) p[c] = 0;
+  uint8_t* data = p + control;
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t g = gap_at(positions, i);
+    const unsigned bytes = g < (1u << 8) ? 1 : g < (1u << 16) ? 2 : g < (1u << 24) ? 3 : 4;
+    p[i / 4] = static_cast<uint8_t>(p[i / 4] | ((bytes - 1) << (2 * (i % 4))));
+    for (unsigned b = 0; b < bytes; ++b, g >>= 8) *data++ = static_cast<uint8_t>(g);
+  }
+  return data;
+}
+
+WC_HD inline uint8_t* write_bitmap(uint8_t* p, const uint32_t* positions, uint32_t n,
+                                   uint32_t length) {
+  const uint32_t size = static_cast<uint32_t>(bitmap_bytes(length));
+  for (uint32_t b = 0; b < size; ++b) p[b] = 0;
+  for (uint32_t i = 0; i < n; ++i)
+    p[positions[i] / 8] = static_cast<uint8_t>(p[positions[i] / 8] | (1u << (positions[i] % 8)));
+  return p + size;
+}
+
+// pack_values (value_packing.cc): exception count, low bits, exception indices, high bits,
+// each section padded to a byte.
+WC_HD inline uint8_t* write_values(uint8_t* p, const uint32_t* values, uint32_t n, unsigned w,
+                                   unsigned bits, uint32_t exceptions) {
+  store_le32(p, exceptions);
+  p += 4;
+  const uint32_t mask = low_mask(bits);
+  BitSink low(p);
+  for (uint32_t i = 0; i < n; ++i) low.put(values[i] & mask, bits);
+  p = low.flush();
+  if (exceptions == 0) return p;
+  const unsigned iw = index_bits(n);
+  BitSink idx(p);
+  for (uint32_t i = 0; i < n; ++i)
+    if (values[i] > mask) idx.put(i, iw);
+  p = idx.flush();
+  BitSink high(p);
+  for (uint32_t i = 0; i < n; ++i)
+    if (values[i] > mask) high.put(values[i] >> bits, w - bits);
+  return high.flush();
+}
+
+// Writes the whole chunk planned by plan_chunk (plan.total_bytes bytes) at `out`; `new_chunk`
+// holds the chunk's new elements (read only for raw chunks).
+WC_HD inline uint8_t* write_chunk(uint8_t* out, const ChunkPlan& plan, const uint32_t* positions,
+                                  const uint32_t* values, const uint8_t* new_chunk, uint32_t length,
+                                  unsigned elem_size) {
+  if (plan.changed == 0) return out;
+  uint8_t* p = write_chunk_header(out, plan);
+  switch (static_cast<ChunkMode>(plan.mode)) {
+    case ChunkMode::kGapsRice:
+      p = write_rice_gaps(p, positions, plan.changed, plan.rice_k);
+      break;
+    case ChunkMode::kGapsStreamVByte:
+      p = write_streamvbyte_gaps(p, positions, plan.changed);
+      break;
+    case ChunkMode::kBitmap:
+      p = write_bitmap(p, positions, plan.changed, length);
+      break;
+    default:
+      for (uint64_t b = 0; b < uint64_t{length} * elem_size; ++b) *p++ = new_chunk[b];
+      return p;
+  }
+  return write_values(p, values, plan.changed, elem_size * 8, plan.value_bits, plan.exceptions);
+}
+
+}  // namespace weightcast::hd

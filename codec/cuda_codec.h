@@ -1,0 +1,46 @@
+// The codec on CUDA memory (DESIGN §3-§4): the tensor checksum, sparse delta encode and delta
+// apply, computed on the GPU that holds the tensor, bit-identical to the CPU codec (a record
+// made on either side applies on the other). The public entry points of the codec
+// (checksum_view, encode_delta_views, apply_delta) dispatch here when a TensorRef's memory is
+// MemoryKind::kCuda; call these directly only to pass a record that is already in device memory.
+//
+// The kernels live in the weightcast_codec_cuda target (codec/cuda/), built whenever nvcc is
+// found; without it every function here fails with a clear "built without CUDA" error.
+// Every CUDA call is checked; errors name the call, the tensor and CUDA's message.
+//
+// Work runs on a per-thread, per-device stream with cached scratch (codec/cuda/workspace.h):
+// the delta paths need 8 bytes of scratch per element of the range for positions and values,
+// and apply another element size per element to undo raw chunks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "codec/delta_apply.h"
+#include "codec/delta_encoder.h"
+#include "codec/status.h"
+#include "codec/tensor_ref.h"
+
+namespace weightcast::cuda_codec {
+
+// Whether this build has the CUDA codec and a device is usable; `why` says why not.
+bool device_usable(std::string* why);
+
+// C() of a CUDA view (any strides): element k has global index first_index + k.
+Result<uint64_t> checksum_view(const TensorRef& view, uint64_t first_index);
+
+// The delta from `old_view` to `new_view`: contiguous CUDA tensors of the same device, dtype
+// (1-, 2- or 4-byte elements) and element count. The record is returned in host memory,
+// byte-identical to encode_delta on the same bytes and options.
+Result<EncodedDelta> encode_delta(const TensorRef& old_view, const TensorRef& new_view,
+                                  const EncodeOptions& options);
+
+// apply_delta (delta_apply.h) into a CUDA destination: same checks, same errors, same
+// guarantees (refuse before writing, verify, revert). `record` is parsed in host memory;
+// `device_record`, when given, is a copy of the same record bytes in the destination's device
+// memory, used instead of copying the chunks from the host.
+Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& dest,
+                                const ApplyOptions& options,
+                                const uint8_t* device_record = nullptr);
+
+}  // namespace weightcast::cuda_codec
