@@ -9,7 +9,8 @@
 # (at most 8 files, flat, as the device tool returns them):
 #   preflight.log       host, glibc against the bundle's MANIFEST, unresolved libraries, and
 #                       the GPU summary from nvidia-smi (absent GPU: noted, not an error)
-#   service_tests.log   the CUDA executor, staging and packed-expert gtests, under a timeout
+#   service_tests.log   the CUDA executor, staging and packed-expert gtests, under a timeout,
+#                       then group_tests' CudaStaging* (endpoints publishing CUDA tensors)
 #   codec_tests.log     the CUDA codec gtests (Cuda*, ChunkCodecHd*)
 #   nccl_tests.log      the NCCL backend's one-GPU tests (NCCL from the Python wheel there)
 #   memcheck.log        compute-sanitizer memcheck over the small CUDA codec tests
@@ -124,6 +125,13 @@ echo "==== service_tests --gtest_filter=$FILTER (timeout ${TEST_TIMEOUT}s)"
 timeout --kill-after=10 "$TEST_TIMEOUT" "$BUNDLE/bin/service_tests" --gtest_filter="$FILTER" \
   --gtest_output="xml:$XML_DIR/service_tests.xml" 2>&1 | tee "$OUT/service_tests.log"
 rc=${PIPESTATUS[0]}
+if [[ -x "$BUNDLE/bin/group_tests" ]] && ((rc == 0)); then  # endpoints staging CUDA tensors
+  echo "==== group_tests --gtest_filter=CudaStaging* (timeout ${TEST_TIMEOUT}s)" | tee -a "$OUT/service_tests.log"
+  timeout --kill-after=10 "$TEST_TIMEOUT" "$BUNDLE/bin/group_tests" --gtest_filter='CudaStaging*' \
+    --gtest_output="xml:$XML_DIR/group_tests.xml" 2>&1 | tee -a "$OUT/service_tests.log"
+  rc=${PIPESTATUS[0]}
+  cat "$XML_DIR/group_tests.xml" >>"$XML_DIR/service_tests.xml" 2>/dev/null
+fi
 xml="$XML_DIR/service_tests.xml"
 skipped_cuda="$(grep -E 'classname="Cuda' "$xml" 2>/dev/null | grep -c 'result="skipped"')"
 ran="$(grep -c '<testcase ' "$xml" 2>/dev/null)"
@@ -193,7 +201,14 @@ if [[ -x "$BUNDLE/bin/nccl_tests" ]]; then
   elif ((expect_gpu == 1 && skipped > 0)); then
     step nccl-gtests FAIL "$skipped one-GPU NCCL tests skipped on a machine with a GPU"
   else
-    step nccl-gtests ok "$(grep -c '<testcase ' "$xml" 2>/dev/null) tests; two ranks on one GPU: $(grep -q 'refused two ranks' "$OUT/nccl_tests.log" && echo refused || echo ran)"
+    if grep -q 'refused two ranks' "$OUT/nccl_tests.log"; then
+      two_ranks="refused by this NCCL"
+    elif grep -E 'name="TwoRanks' "$xml" 2>/dev/null | grep -q 'result="skipped"'; then
+      two_ranks="skipped"
+    else
+      two_ranks="ran"
+    fi
+    step nccl-gtests ok "$(grep -c '<testcase ' "$xml" 2>/dev/null) tests; two ranks on one GPU: $two_ranks"
   fi
 fi
 
