@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "src/control/curve_keys.h"
+#include "src/control/group_config_nccl.h"
 #include "src/control/yaml_field_reader.h"
 #include "transport/file_io.h"
 
@@ -294,7 +295,7 @@ Status parse_demo(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg)
 Result<proto::GroupConfig> parse_root(const Reader& r, const YAML::Node& root) {
   RETURN_IF_ERROR(r.mapping(root, "",
                             {"group_id", "coordinator", "journal", "transports", "max_in_flight",
-                             "timeouts", "curve", "ranks", "demo", "ucx"}));
+                             "timeouts", "curve", "ranks", "demo", "ucx", "nccl"}));
   proto::GroupConfig cfg;
   ASSIGN_OR_RETURN(*cfg.mutable_group_id(), r.str_field(root, "", "group_id"));
   if (!valid_group_id(cfg.group_id())) {
@@ -306,6 +307,7 @@ Result<proto::GroupConfig> parse_root(const Reader& r, const YAML::Node& root) {
   RETURN_IF_ERROR(parse_journal(r, root["journal"], cfg));
   RETURN_IF_ERROR(parse_transports(r, root["transports"], cfg));
   RETURN_IF_ERROR(parse_ucx(r, root["ucx"], cfg));
+  RETURN_IF_ERROR(parse_nccl_section(r, root["nccl"], cfg));
   ASSIGN_OR_RETURN(uint64_t in_flight,
                    r.uint_field(root, "", "max_in_flight", kDefaultMaxInFlight, 1, kU32Max));
   cfg.set_max_in_flight(static_cast<uint32_t>(in_flight));

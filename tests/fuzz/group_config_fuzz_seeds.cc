@@ -28,6 +28,7 @@ journal:
   retain_anchors: 2
 transports: [nccl, ucx, fs]
 ucx: {tls: "^cuda_ipc,shm,tcp"}
+nccl: {bucket_bytes: 268435456, buffers: 2, timeout_ms: 5000, env: {NCCL_DEBUG: WARN}}
 max_in_flight: 3
 timeouts: {heartbeat_ms: 250, dead_after_ms: 2000, ack_timeout_ms: 30000, lease_ttl_ms: 600000}
 curve:
