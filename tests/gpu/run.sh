@@ -12,7 +12,8 @@
 #   service_tests.log   the CUDA executor, staging and packed-expert gtests, under a timeout,
 #                       then group_tests' CudaStaging* (endpoints publishing CUDA tensors)
 #   codec_tests.log     the CUDA codec gtests (Cuda*, ChunkCodecHd*)
-#   nccl_tests.log      the NCCL backend's one-GPU tests (NCCL from the Python wheel there)
+#   nccl_tests.log      the NCCL backend's one-GPU tests (NCCL from the Python wheel there),
+#                       then nccl_bucket_bench's JSON (schedule vs bare broadcasts)
 #   memcheck.log        compute-sanitizer memcheck over the small CUDA codec tests
 #   bench_coalesce.json weightcast bench coalesce (host staging; WEIGHTCAST_GPU_BENCH=0 skips)
 #   bench_gpu_codec.json gpu_codec_bench: checksum/encode/apply vs a device copy (same switch)
@@ -238,6 +239,19 @@ if [[ "${WEIGHTCAST_GPU_BENCH:-1}" == 1 && -x "$BUNDLE/bin/gpu_codec_bench" ]] &
     step codec-bench ok "$(grep -E '"(checksum|encode|apply)_vs_copy"' "$OUT/bench_gpu_codec.json" | tr -d ' \n')"
   else
     step codec-bench FAIL "exit $rc"
+  fi
+fi
+# ---- the NCCL schedule against bare broadcasts (JSON appended to nccl_tests.log).
+if [[ "${WEIGHTCAST_GPU_BENCH:-1}" == 1 && -x "$BUNDLE/bin/nccl_bucket_bench" ]] && ((expect_gpu == 1)); then
+  echo "==== nccl_bucket_bench (timeout ${BENCH_TIMEOUT}s)" | tee -a "$OUT/nccl_tests.log"
+  timeout --kill-after=10 "$BENCH_TIMEOUT" "$BUNDLE/bin/nccl_bucket_bench" ${WEIGHTCAST_NCCL_BENCH_ARGS:-} \
+    >"$XML_DIR/nccl_bench.json" 2>&1
+  rc=$?
+  tee -a "$OUT/nccl_tests.log" <"$XML_DIR/nccl_bench.json"
+  if ((rc == 0)); then
+    step nccl-bench ok "$(grep -E '"(ranks|bare_over_schedule)"' "$XML_DIR/nccl_bench.json" | tr -d ' \n')"
+  else
+    step nccl-bench FAIL "exit $rc"
   fi
 fi
 rm -rf "$XML_DIR"
