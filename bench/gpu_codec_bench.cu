@@ -131,14 +131,17 @@ int main(int argc, char** argv) {
       !check(cudaMalloc(&new_w, bytes), "cudaMalloc new") ||
       !check(cudaMalloc(&dest, bytes), "cudaMalloc dest"))
     return 1;
-  make_weights<<<1024, 256>>>(old_w, new_w, n, static_cast<uint32_t>(density * 4294967296.0));
+  const double scaled = std::min(std::max(density, 0.0), 1.0) * 4294967295.0;
+  make_weights<<<1024, 256>>>(old_w, new_w, n, static_cast<uint32_t>(scaled));
   if (!check(cudaDeviceSynchronize(), "make_weights")) return 1;
 
   const TensorRef old_v = device_view("old", old_w, n), new_v = device_view("new", new_w, n),
                   dest_v = device_view("dest", dest, n);
   auto nothing = [] { return true; };
   const double t_copy = median_seconds(reps, nothing, [&] {
-    return check(cudaMemcpy(dest, new_w, bytes, cudaMemcpyDeviceToDevice), "copy");
+    // A device-to-device cudaMemcpy returns before the copy ends: wait for it.
+    return check(cudaMemcpy(dest, new_w, bytes, cudaMemcpyDeviceToDevice), "copy") &&
+           check(cudaDeviceSynchronize(), "copy");
   });
   uint64_t checksum_new = 0, checksum_old = 0;
   const double t_checksum = median_seconds(reps, nothing, [&] {
@@ -169,7 +172,8 @@ int main(int argc, char** argv) {
   if (!view.ok()) return std::fprintf(stderr, "%s\n", view.status().message().c_str()), 1;
 
   auto restore = [&] {
-    return check(cudaMemcpy(dest, old_w, bytes, cudaMemcpyDeviceToDevice), "restore");
+    return check(cudaMemcpy(dest, old_w, bytes, cudaMemcpyDeviceToDevice), "restore") &&
+           check(cudaDeviceSynchronize(), "restore");
   };
   bool applied_ok = true;
   const double t_apply = median_seconds(reps, restore, [&] {

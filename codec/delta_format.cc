@@ -60,6 +60,10 @@ Status DeltaRecordHeader::validate() const {
     return out_of_range(who + ": " + std::to_string(range_elements) + " of " +
                         std::to_string(tensor_elements) + " elements exceeds the limit 2^40");
   }
+  if ((range_elements + chunk_elements - 1) / chunk_elements > kMaxChunksPerRecord) {
+    return out_of_range(who + ": " + std::to_string(range_elements) + " elements in chunks of " +
+                        std::to_string(chunk_elements) + " make more than 2^30 chunks");
+  }
   if (range_offset > tensor_elements || range_elements > tensor_elements - range_offset) {
     return invalid_argument(who + ": range [" + std::to_string(range_offset) + ", +" +
                             std::to_string(range_elements) + ") lies outside the tensor's " +

@@ -29,6 +29,8 @@ constexpr uint32_t kMaxChunkElements = 1u << 20;
 constexpr uint32_t kMinChunkElements = 64;
 constexpr size_t kMaxTensorNameBytes = 4096;
 constexpr uint64_t kMaxRangeElements = uint64_t{1} << 40;
+// At most this many chunks per record (a chunk index is 32 bits, and a CUDA grid's x limit).
+constexpr uint64_t kMaxChunksPerRecord = uint64_t{1} << 30;
 
 // How a chunk stores its changed positions (values follow in every mode but kRaw).
 enum class ChunkMode : uint8_t {

@@ -244,6 +244,10 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
   report.checksum = current;
   const auto n_jobs = static_cast<uint32_t>(jobs.size());
   if (n_jobs == 0) {
+    if (req.whole && h.changed != 0) {
+      return data_loss(who + ": the record claims " + std::to_string(h.changed) +
+                       " changed elements but its chunks hold 0");
+    }
     if (report.checksum != req.expected_target) {
       return target_mismatch(h, report.checksum, req.expected_target);
     }
@@ -292,12 +296,27 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
       payload, dev_jobs, n_jobs, static_cast<unsigned>(es), pos32, val32, dev_results, dev_errors);
   WC_CUDA_LAUNCHED("decode_chunks_kernel", who);
   const Destination d{dest.first_byte(), view, req.first, req.count};
-  RETURN_IF_ERROR(launch_apply_any(es, false, payload, dev_jobs, n_jobs, pos32, val32, undo, d,
-                                   dev_results, dev_errors, dev_errors + 1, *ws, who));
-  WC_CUDA_TRY(cudaMemcpyAsync(host + jobs_bytes, dev_results, results_bytes + sizeof(no_errors),
-                              cudaMemcpyDeviceToHost, ws->stream()),
-              who);
-  RETURN_IF_ERROR(ws->sync(who + " (decode and apply)"));
+  // From the apply launch on, memory may have changed: a failure before the verdict is known
+  // still tries the revert (which undoes exactly what the apply kernel wrote, or nothing when
+  // it returned early), so that the destination is left as it was whenever CUDA allows.
+  auto undo_then = [&](Status failure) -> Status {
+    (void)launch_apply_any(es, true, payload, dev_jobs, n_jobs, pos32, val32, undo, d, dev_results,
+                           dev_errors, dev_errors + 1, *ws, who);
+    (void)ws->sync(who + " (revert after a failure)");
+    return failure;
+  };
+  Status launched = launch_apply_any(es, false, payload, dev_jobs, n_jobs, pos32, val32, undo, d,
+                                     dev_results, dev_errors, dev_errors + 1, *ws, who);
+  if (!launched.ok()) return undo_then(launched);
+  if (const cudaError_t e =
+          cudaMemcpyAsync(host + jobs_bytes, dev_results, results_bytes + sizeof(no_errors),
+                          cudaMemcpyDeviceToHost, ws->stream());
+      e != cudaSuccess) {
+    return undo_then(cuda_error("cudaMemcpyAsync (apply results)", who, e));
+  }
+  if (Status synced = ws->sync(who + " (decode and apply)"); !synced.ok()) {
+    return undo_then(synced);
+  }
   const auto* results = reinterpret_cast<const JobResult*>(host + jobs_bytes);
   unsigned long long errors[2];
   std::memcpy(errors, host + jobs_bytes + results_bytes, sizeof(errors));

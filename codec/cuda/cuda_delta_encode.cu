@@ -83,9 +83,17 @@ __global__ void scan_chunks_kernel(const uint8_t* old_bytes, const uint8_t* new_
         ov[1] = reinterpret_cast<const uint4*>(op)[1];
         nv[0] = reinterpret_cast<const uint4*>(np)[0];
         nv[1] = reinterpret_cast<const uint4*>(np)[1];
-      } else {
-        memcpy(&ov[0], op, valid * sizeof(U));
-        memcpy(&nv[0], np, valid * sizeof(U));
+      } else {  // a chunk's tail or unaligned memory: element by element, constant bounds
+#pragma unroll
+        for (int j = 0; j < kSpan; ++j) {
+          if (static_cast<uint32_t>(j) < valid) {
+            U o, n;
+            memcpy(&o, op + j * sizeof(U), sizeof(U));
+            memcpy(&n, np + j * sizeof(U), sizeof(U));
+            memcpy(reinterpret_cast<uint8_t*>(ov) + j * sizeof(U), &o, sizeof(U));
+            memcpy(reinterpret_cast<uint8_t*>(nv) + j * sizeof(U), &n, sizeof(U));
+          }
+        }
       }
     }
     uint32_t mask = 0;

@@ -13,11 +13,14 @@ Status cuda_error(const char* call, const std::string& who, cudaError_t e) {
 Result<Workspace*> Workspace::get(int device, const std::string& who) {
   thread_local std::map<int, std::unique_ptr<Workspace>> by_device;
   WC_CUDA_TRY(cudaSetDevice(device), who + " (device " + std::to_string(device) + ")");
+  (void)cudaGetLastError();  // an earlier failed call must not be reported as ours
   auto& slot = by_device[device];
   if (!slot) {
     std::unique_ptr<Workspace> ws(new Workspace());
     ws->device_ = device;
-    WC_CUDA_TRY(cudaStreamCreateWithFlags(&ws->stream_, cudaStreamNonBlocking), who);
+    // A blocking stream: ordered after work the caller left on the legacy default stream
+    // (cudaMemset, cudaMemcpy whose device side is still running), so inputs are complete.
+    WC_CUDA_TRY(cudaStreamCreate(&ws->stream_), who);
     WC_CUDA_TRY(cudaDeviceGetAttribute(&ws->sms_, cudaDevAttrMultiProcessorCount, device), who);
     slot = std::move(ws);
   }

@@ -67,7 +67,7 @@ TEST(CudaNccl, OneRankCarriesAVersionThroughTheScheduleAndAppliesItOnTheGpu) {
   ASSERT_EQ(cudaMemset(received.data(), 0xAB, part.size()), cudaSuccess);
 
   ScheduleOptions so;
-  so.bucket_bytes = 64 << 10;  // many buckets, both buffers in use
+  so.bucket_bytes = part.size() / 16 + 1;  // 16 full buckets and a short one: both buffers
   so.buffers = 2;
   auto schedule = plan_broadcasts({{"part-0", part.size(), 0}}, so);
   ASSERT_TRUE(schedule.ok());

@@ -35,7 +35,8 @@ Result<std::unique_ptr<BucketBroadcaster>> BucketBroadcaster::create(NcclCommuni
                  who + " (" + std::to_string(bucket_bytes) + " bytes)");
     b->buffers_.push_back(static_cast<uint8_t*>(p));
     cudaStream_t s = nullptr;
-    WC_NCCL_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), who);
+    // Blocking: ordered after the caller's work on the legacy default stream.
+    WC_NCCL_CUDA(cudaStreamCreate(&s), who);
     b->streams_.push_back(s);
     cudaEvent_t e = nullptr;
     WC_NCCL_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), who);
@@ -54,16 +55,28 @@ BucketBroadcaster::~BucketBroadcaster() {
   for (uint8_t* p : buffers_) cudaFree(p);
 }
 
-Status BucketBroadcaster::run(const BroadcastSchedule& schedule, std::span<const PartBuffers> parts,
-                              const std::function<Status(uint32_t)>& on_part,
-                              std::chrono::milliseconds deadline) {
+Status BucketBroadcaster::run_unguarded(const BroadcastSchedule& schedule,
+                                        std::span<const PartBuffers> parts,
+                                        const std::function<Status(uint32_t)>& on_part,
+                                        std::chrono::milliseconds deadline) {
   const auto until = Clock::now() + deadline;
   const int me = comm_->rank();
   WC_NCCL_CUDA(cudaSetDevice(comm_->device()), "nccl rank " + std::to_string(me));
-  // Bytes still to arrive per part; a part is handed on when its count reaches zero.
+  // Bytes still to arrive per part; a part is handed on when its count reaches zero (an empty
+  // part at once).
   std::vector<uint64_t> pending(parts.size(), 0);
-  for (const Bucket& b : schedule.buckets)
-    for (const BucketSegment& seg : b.segments) pending[seg.part] += seg.bytes;
+  for (const Bucket& b : schedule.buckets) {
+    for (const BucketSegment& seg : b.segments) {
+      if (seg.part >= parts.size()) {
+        return invalid_argument("nccl rank " + std::to_string(me) + ": the schedule names part " +
+                                std::to_string(seg.part) + " of " + std::to_string(parts.size()));
+      }
+      pending[seg.part] += seg.bytes;
+    }
+  }
+  for (uint32_t p = 0; p < parts.size(); ++p) {
+    if (pending[p] == 0 && parts[p].destination != nullptr) RETURN_IF_ERROR(on_part(p));
+  }
 
   // Hands on the parts that bucket k completed, once its copy-out finished.
   auto finish_bucket = [&](size_t k) -> Status {
@@ -113,6 +126,16 @@ Status BucketBroadcaster::run(const BroadcastSchedule& schedule, std::span<const
   }
   if (!schedule.buckets.empty()) RETURN_IF_ERROR(finish_bucket(schedule.buckets.size() - 1));
   return ok_status();
+}
+
+Status BucketBroadcaster::run(const BroadcastSchedule& schedule, std::span<const PartBuffers> parts,
+                              const std::function<Status(uint32_t)>& on_part,
+                              std::chrono::milliseconds deadline) {
+  Status s = run_unguarded(schedule, parts, on_part, deadline);
+  // Whatever failed, this rank will not take part in the rest of the schedule: abort, so that
+  // nothing of ours stays queued on the communicator and later calls fail at once.
+  if (!s.ok() && !comm_->aborted()) comm_->abort(s.message());
+  return s;
 }
 
 }  // namespace weightcast::nccl

@@ -5,7 +5,8 @@
 // buffer's next use is ordered after its previous copy-out by its stream, and bucket k's parts
 // are handed to `on_part` while bucket k + 1 is in flight: receiving overlaps applying.
 // Bytes stay on the GPUs end to end. Every wait has the run's deadline; on a failure the
-// communicator is aborted (nccl_communicator.h) and the error names the bucket.
+// communicator is aborted (nccl_communicator.h) and the error names the bucket; so is it on
+// any other failure of a run (a failing on_part, a CUDA error), so no rank's work stays queued.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -49,6 +50,9 @@ class BucketBroadcaster {
 
  private:
   BucketBroadcaster() = default;
+  Status run_unguarded(const BroadcastSchedule& schedule, std::span<const PartBuffers> parts,
+                       const std::function<Status(uint32_t part)>& on_part,
+                       std::chrono::milliseconds deadline);
   NcclCommunicator* comm_ = nullptr;
   uint64_t bucket_bytes_ = 0;
   std::vector<uint8_t*> buffers_;

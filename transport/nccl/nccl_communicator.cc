@@ -146,6 +146,9 @@ Status NcclCommunicator::wait(cudaEvent_t done, Clock::time_point deadline) {
 Status NcclCommunicator::broadcast(void* buffer, size_t bytes, int root, cudaStream_t stream,
                                    std::chrono::milliseconds deadline) {
   const auto until = Clock::now() + deadline;
+  if (const cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) {
+    return cuda_failed(who(), "cudaSetDevice", e);
+  }
   cudaEvent_t done = nullptr;
   if (const cudaError_t e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
       e != cudaSuccess) {
