@@ -6,6 +6,20 @@
 
 namespace weightcast {
 
+Result<DeltaRecordHeader> delta_header_for(const EncodeOptions& o, uint64_t range_elements) {
+  DeltaRecordHeader h;
+  h.name = o.name;
+  h.dtype = o.dtype;
+  h.chunk_elements = o.chunk_elements;
+  h.range_offset = o.range_offset;
+  h.range_elements = range_elements;
+  h.tensor_elements = o.tensor_elements != 0 ? o.tensor_elements : o.range_offset + range_elements;
+  h.base_version = o.base_version;
+  h.target_version = o.target_version;
+  RETURN_IF_ERROR(h.validate());
+  return h;
+}
+
 Result<EncodedDelta> encode_delta(std::span<const uint8_t> old_bytes,
                                   std::span<const uint8_t> new_bytes, const EncodeOptions& o) {
   const size_t es = dtype_size(o.dtype);
@@ -20,17 +34,8 @@ Result<EncodedDelta> encode_delta(std::span<const uint8_t> old_bytes,
                             " elements");
   }
   EncodedDelta out;
+  ASSIGN_OR_RETURN(out.header, delta_header_for(o, old_bytes.size() / es));
   DeltaRecordHeader& h = out.header;
-  h.name = o.name;
-  h.dtype = o.dtype;
-  h.chunk_elements = o.chunk_elements;
-  h.range_offset = o.range_offset;
-  h.range_elements = old_bytes.size() / es;
-  h.tensor_elements =
-      o.tensor_elements != 0 ? o.tensor_elements : o.range_offset + h.range_elements;
-  h.base_version = o.base_version;
-  h.target_version = o.target_version;
-  RETURN_IF_ERROR(h.validate());
 
   const uint32_t chunk_count = h.chunk_count();
   std::vector<EncodedChunk> chunks(chunk_count);

@@ -41,6 +41,10 @@ struct EncodedDelta {
   std::array<uint32_t, 5> chunks_by_mode{};  // indexed by ChunkMode
 };
 
+// The record header an encode of `range_elements` elements with `options` starts from
+// (checksums and change count still zero), validated; shared by the CPU and CUDA encoders.
+Result<DeltaRecordHeader> delta_header_for(const EncodeOptions& options, uint64_t range_elements);
+
 // old_bytes and new_bytes hold the same number of contiguous little-endian elements of
 // options.dtype (1-, 2- or 4-byte types). Errors name the tensor.
 Result<EncodedDelta> encode_delta(std::span<const uint8_t> old_bytes,

@@ -4,6 +4,7 @@
 #include <thread>
 #include <vector>
 
+#include "codec/cuda_codec.h"
 #include "transport/copy_executor_cuda.h"
 
 namespace weightcast {
@@ -67,16 +68,7 @@ uint64_t cuda_pinned_staging_bytes() {
 }
 
 bool cuda_device_usable(std::string* why) {
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess || count == 0) {
-    if (why != nullptr) {
-      *why = e != cudaSuccess ? std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e)
-                              : "no CUDA device";
-    }
-    return false;
-  }
-  return true;
+  return cuda_codec::device_usable(why);
 }
 
 CudaStagedCopies::CudaStagedCopies(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -227,17 +227,8 @@ Result<EncodedDelta> encode_delta(const TensorRef& old_view, const TensorRef& ne
   RETURN_IF_ERROR(check_encode_views(old_view, new_view, o, who));
   const size_t es = dtype_size(o.dtype);
   EncodedDelta out;
+  ASSIGN_OR_RETURN(out.header, delta_header_for(o, old_view.numel()));
   DeltaRecordHeader& h = out.header;
-  h.name = o.name;
-  h.dtype = o.dtype;
-  h.chunk_elements = o.chunk_elements;
-  h.range_offset = o.range_offset;
-  h.range_elements = old_view.numel();
-  h.tensor_elements =
-      o.tensor_elements != 0 ? o.tensor_elements : o.range_offset + h.range_elements;
-  h.base_version = o.base_version;
-  h.target_version = o.target_version;
-  RETURN_IF_ERROR(h.validate());
   const uint32_t chunks = h.chunk_count();
   if (chunks == 0) {
     h.base_checksum = o.base_checksum.value_or(0);
