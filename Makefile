@@ -53,7 +53,7 @@ bench: build
 
 # A longer coverage-guided run of every fuzz target (FUZZ_SECONDS each, default 60).
 fuzz: test-asan
-	@for t in delta safetensors zip torch_artifact part_compression chunk_hd journal_files group_config control_message curve_key ucx_blob; do \
+	@for t in delta safetensors zip torch_artifact part_compression chunk_hd journal_files group_config control_message curve_key nccl_round ucx_blob; do \
 	  if [ ! -x $(ASAN_BUILD)/tests/fuzz/$${t}_fuzz ]; then echo "fuzz: $$t not built (optional part missing)"; continue; fi; \
 	  mkdir -p $(ASAN_BUILD)/fuzz-corpus/$$t; \
 	  $(ASAN_BUILD)/tests/fuzz/$${t}_smoke --write-seeds $(ASAN_BUILD)/fuzz-corpus/$$t; \

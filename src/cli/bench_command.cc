@@ -7,6 +7,7 @@
 #include "src/coalesce_benchmark.h"
 #include "src/delta_benchmark.h"
 #include "src/journal_benchmark.h"
+#include "src/model_delta_benchmark.h"
 #include "weightcast/config.h"
 #if WEIGHTCAST_HAVE_UCX
 #include "src/ucx_benchmark.h"
@@ -73,6 +74,70 @@ void register_bench_ucx(CLI::App& bench, int& exit_code) {
 
 }  // namespace
 #endif
+
+namespace {
+
+// `bench model-delta`: one version's delta bytes for a whole synthetic MoE model, streamed.
+void register_bench_model_delta(CLI::App& bench, int& exit_code) {
+  auto cfg = std::make_shared<ModelDeltaBenchmarkConfig>();
+  auto json = std::make_shared<bool>(false);
+  auto* m = bench.add_subcommand(
+      "model-delta",
+      "Delta bytes of one synthetic Adam-bf16 step of a whole MoE-shaped model vs its raw bf16 "
+      "bytes, tensor by tensor (CPU encoder, byte-identical to the CUDA one), with the NCCL "
+      "bucket plan of the step's parts; progress on stderr");
+  m->add_option("--family", cfg->family, "Model shape: qwen3-30b-a3b or glm-moe")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"qwen3-30b-a3b", "glm-moe"}));
+  m->add_option("--scale", cfg->scale,
+                "Size factor of the model (1: the real shapes, e.g. 30.5 G elements for Qwen3)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  m->add_option("--density", cfg->density, "Fraction of elements the step changes")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-9, 0.9));
+  m->add_option("--threads", cfg->threads, "Threads for generation, checksums and encode")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  m->add_option("--seed", cfg->seed, "Seed of the synthetic weights")->capture_default_str();
+  m->add_option("--verify-every", cfg->verify_every,
+                "Apply every Nth tensor's record (and the last) and compare with the new bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  m->add_flag("--json", *json, "Print one JSON object (default: a short summary)");
+  m->callback([cfg, json, &exit_code] {
+    cfg->log = [](const std::string& line) {
+      std::fprintf(stderr, "weightcast: %s\n", line.c_str());
+    };
+    auto r = run_model_delta_benchmark(*cfg);
+    if (!r.ok()) {
+      exit_code = report(r.status());
+      return;
+    }
+    const auto& j = *r;
+    if (*json) {
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
+      std::printf("%s scale %g: %llu tensors, %llu bf16 elements (%llu bytes)\n",
+                  j["family"].get<std::string>().c_str(), j["scale"].get<double>(),
+                  j["tensors"].get<unsigned long long>(), j["elements"].get<unsigned long long>(),
+                  j["raw_bf16_bytes"].get<unsigned long long>());
+      std::printf(
+          "density %.4f (measured %.4f): delta %llu bytes = %.4f of raw, %.2f bits per "
+          "change\n",
+          j["density"].get<double>(), j["measured_density"].get<double>(),
+          j["delta_bytes"].get<unsigned long long>(), j["ratio"].get<double>(),
+          j["bits_per_change"].get<double>());
+      std::printf("nccl: %llu buckets of %llu bytes over %llu journal parts; %.1f s\n",
+                  j["nccl_buckets"].get<unsigned long long>(),
+                  j["nccl_bucket_bytes"].get<unsigned long long>(),
+                  j["journal_parts"].get<unsigned long long>(), j["seconds"].get<double>());
+    }
+    exit_code = 0;
+  });
+}
+
+}  // namespace
 
 void register_bench_commands(CLI::App& app, int& exit_code) {
   auto* bench = app.add_subcommand("bench", "Measure weightcast against its physical references");
@@ -211,6 +276,7 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
     exit_code = 0;
   });
 
+  register_bench_model_delta(*bench, exit_code);
 #if WEIGHTCAST_HAVE_UCX
   register_bench_ucx(*bench, exit_code);
 #endif

@@ -30,6 +30,8 @@ std::string_view event_kind_name(CoordinatorEvent::Kind kind) {
       return "left";
     case K::kIgnored:
       return "ignored";
+    case K::kNccl:
+      return "nccl";
   }
   return "?";
 }
@@ -44,6 +46,10 @@ CoordinatorSettings CoordinatorSettings::from_config(const proto::GroupConfig& c
   s.dead_after = std::chrono::milliseconds(config.timeouts().dead_after_ms());
   s.ack_timeout = std::chrono::milliseconds(config.timeouts().ack_timeout_ms());
   for (const auto& r : config.ranks()) s.roles[r.rank()] = r.role();
+  s.nccl = std::find(s.transports.begin(), s.transports.end(), "nccl") != s.transports.end();
+  if (config.nccl().timeout_ms() > 0) {
+    s.nccl_timeout = std::chrono::milliseconds(config.nccl().timeout_ms());
+  }
   return s;
 }
 
@@ -117,8 +123,13 @@ std::vector<OutgoingMessage> CoordinatorState::on_message(const std::string& pee
     member->state = MemberState::kDead;
     member->left = true;
     event(CoordinatorEvent::Kind::kLeft, member->rank, 0, m.leave().reason());
-    return try_commit(now);
+    std::vector<OutgoingMessage> out;
+    nccl_gone(member->rank, "rank " + std::to_string(member->rank) + " left", out);
+    auto commits = try_commit(now);
+    out.insert(out.end(), commits.begin(), commits.end());
+    return out;
   }
+  if (m.has_nccl_report()) return on_nccl_report(*member, m.nccl_report(), now);
   if (m.has_offer() && member->role == proto::ROLE_PUBLISHER) return on_offer(m.offer(), now);
   if (m.has_ack() && member->role == proto::ROLE_SUBSCRIBER) return on_ack(*member, m.ack(), now);
   if (m.has_nack() && member->role == proto::ROLE_SUBSCRIBER) {
@@ -163,6 +174,7 @@ std::vector<OutgoingMessage> CoordinatorState::on_hello(const std::string& peer,
   }
   std::string transport;
   for (const auto& t : settings_.transports) {
+    if (t == "nccl") continue;  // an overlay of epochs (nccl_epochs.h), never a rank's only path
     if (std::find(hello.transports().begin(), hello.transports().end(), t) !=
         hello.transports().end()) {
       transport = t;
@@ -206,6 +218,7 @@ std::vector<OutgoingMessage> CoordinatorState::on_hello(const std::string& peer,
   w.set_journal_root(settings_.journal_root);
 
   std::vector<OutgoingMessage> out;
+  nccl_hello(member, hello, out);
   if (hello.role() == proto::ROLE_SUBSCRIBER) {
     // Holding the head means holding a verified copy of it (a subscriber only reports a
     // version whose checksums matched), so it counts as that version's ack.
@@ -215,7 +228,7 @@ std::vector<OutgoingMessage> CoordinatorState::on_hello(const std::string& peer,
     w.set_plan(at_head ? "live" : "catch_up");
     event(CoordinatorEvent::Kind::kJoined, rank, member.held.value_or(0),
           who + " joined " + (at_head ? "live" : "to catch up") + " over " + transport);
-    out.push_back({peer, std::move(e)});
+    out.insert(out.begin(), {peer, std::move(e)});
     auto commits = try_commit(now);
     out.insert(out.end(), commits.begin(), commits.end());
     return out;
@@ -223,7 +236,7 @@ std::vector<OutgoingMessage> CoordinatorState::on_hello(const std::string& peer,
   member.state = MemberState::kLive;
   w.set_plan("live");
   event(CoordinatorEvent::Kind::kJoined, rank, member.held.value_or(0), who + " joined");
-  out.push_back({peer, std::move(e)});
+  out.insert(out.begin(), {peer, std::move(e)});
   return out;
 }
 
@@ -238,6 +251,7 @@ std::vector<OutgoingMessage> CoordinatorState::on_tick(TimePoint now) {
       results_pending_to(rank, "dropped");
       event(CoordinatorEvent::Kind::kDropped, rank, m.held.value_or(0),
             "silent for more than " + std::to_string(settings_.dead_after.count()) + " ms");
+      nccl_gone(rank, "rank " + std::to_string(rank) + " went silent", out);
       continue;
     }
     if (m.role != proto::ROLE_SUBSCRIBER || m.state != MemberState::kLive) continue;
@@ -255,6 +269,7 @@ std::vector<OutgoingMessage> CoordinatorState::on_tick(TimePoint now) {
       break;
     }
   }
+  nccl_tick(now, out);
   if (membership_changed) {
     auto commits = try_commit(now);
     out.insert(out.end(), commits.begin(), commits.end());

@@ -17,6 +17,14 @@
 //    the ack timeout is moved to catch-up and told to Recover; it is live again once it
 //    acks the head with matching checksums.
 //  * A rank silent for dead_after is dropped (its journal lease then expires by itself).
+//  * NCCL (when the config lists nccl; src/control/nccl_epochs.h): ranks whose Hello lists
+//    nccl are members of membership epochs. The first version offered after a change starts
+//    an epoch forming (NCCL rank 0 makes the group id, every member joins); once all joined it
+//    is ready, and an offer the publisher broadcasts in that epoch reaches the epoch's
+//    subscribers marked with it. A member leaving, dying or restarting, a failed report, or
+//    a formation past nccl.timeout_ms ends the epoch (members are told to abort); a rank that
+//    failed to make or join one takes the fs/ucx path until its next Hello. The transport a
+//    Welcome names is never nccl: it is the path used whenever no epoch carries a version.
 //  * A message from a rank the coordinator does not know (it restarted) gets a non-fatal
 //    Refuse asking for a Hello; a restarted coordinator so rebuilds membership from Hellos
 //    and its head from the journal.
@@ -31,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "src/control/nccl_epochs.h"
 #include "weightcast/control.pb.h"
 #include "weightcast/group_config.pb.h"
 
@@ -49,6 +58,8 @@ struct CoordinatorSettings {
   size_t versions_kept = 64;              // recent versions reported by status
   uint32_t protocol_min = 1;
   uint32_t protocol_max = 1;
+  bool nccl = false;                              // the config lists nccl
+  std::chrono::milliseconds nccl_timeout{60000};  // forming an epoch
 
   static CoordinatorSettings from_config(const proto::GroupConfig& config);
 };
@@ -70,7 +81,8 @@ struct CoordinatorEvent {
     kLive,
     kDropped,
     kLeft,
-    kIgnored
+    kIgnored,
+    kNccl  // an NCCL epoch formed, became ready or ended
   };
   Kind kind;
   uint32_t rank = 0;
@@ -101,6 +113,7 @@ class CoordinatorState {
   proto::StatusReply status(TimePoint now) const;
   std::optional<uint64_t> head() const { return head_; }
   std::optional<uint64_t> committed() const { return committed_; }
+  const NcclEpoch* nccl_epoch() const { return nccl_.current(); }
 
   // Events since the last call.
   std::vector<CoordinatorEvent> take_events();
@@ -148,6 +161,21 @@ class CoordinatorState {
   // Results of `rank` still "pending" become `result` ("catch_up", "dropped").
   void results_pending_to(uint32_t rank, const std::string& result);
 
+  // The NCCL half (coordinator_nccl.cc).
+  void nccl_hello(const Member& member, const proto::Hello& hello,
+                  std::vector<OutgoingMessage>& out);
+  void nccl_gone(uint32_t rank, const std::string& why, std::vector<OutgoingMessage>& out);
+  // Marks `offer` (to subscriber `rank`) with the epoch it is received on, or clears it.
+  void nccl_mark_offer(uint32_t rank, proto::Offer& offer) const;
+  void nccl_after_offer(uint64_t version, TimePoint now, std::vector<OutgoingMessage>& out);
+  std::vector<OutgoingMessage> on_nccl_report(Member& member, const proto::NcclReport& report,
+                                              TimePoint now);
+  void nccl_tick(TimePoint now, std::vector<OutgoingMessage>& out);
+  void nccl_ended(const std::optional<NcclEpoch>& ended, const std::string& why,
+                  std::vector<OutgoingMessage>& out);
+  OutgoingMessage nccl_stage(uint32_t rank, const NcclEpoch& e, proto::NcclStage stage,
+                             const std::string& reason = "");
+
   CoordinatorSettings settings_;
   std::map<uint32_t, Member> members_;
   std::map<uint64_t, VersionRecord> versions_;
@@ -155,6 +183,8 @@ class CoordinatorState {
   std::optional<uint64_t> committed_;
   std::optional<uint64_t> anchor_;
   std::vector<CoordinatorEvent> events_;
+  NcclEpochs nccl_;
+  TimePoint nccl_forming_since_{};
 };
 
 std::string_view event_kind_name(CoordinatorEvent::Kind kind);

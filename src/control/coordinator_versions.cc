@@ -36,6 +36,8 @@ std::vector<OutgoingMessage> CoordinatorState::on_offer(const proto::Offer& offe
         std::to_string(offer.checksums_size()) + " tensors, " +
             std::to_string(offer.stored_bytes()) + " bytes");
   std::vector<OutgoingMessage> out;
+  // First: a change of membership ends the epoch in force before this offer could use it.
+  nccl_after_offer(v, now, out);
   for (auto& [rank, m] : members_) {
     if (m.role != proto::ROLE_SUBSCRIBER || m.state == MemberState::kDead) continue;
     set_result(v, rank, m.state == MemberState::kLive ? "pending" : "catch_up");
@@ -43,6 +45,7 @@ std::vector<OutgoingMessage> CoordinatorState::on_offer(const proto::Offer& offe
     *e.mutable_offer() = offer;
     e.mutable_offer()->set_transport(m.transport);
     if (m.transport != "ucx") e.mutable_offer()->clear_ucx_blob();
+    nccl_mark_offer(rank, *e.mutable_offer());
     out.push_back({m.peer, std::move(e)});
   }
   auto commits = try_commit(now);

@@ -71,6 +71,42 @@ Status check_status_reply(const proto::StatusReply& m, const MessageLimits& l) {
   return ok_status();
 }
 
+Status check_group_id(const std::string& id, std::string_view body, const MessageLimits& l) {
+  if (id.size() <= l.max_group_id_bytes) return ok_status();
+  return invalid_argument(std::string(kPrefix) + std::string(body) + " group_id is " +
+                          std::to_string(id.size()) + " bytes, limit " +
+                          std::to_string(l.max_group_id_bytes));
+}
+
+Status check_nccl_epoch(const proto::NcclEpoch& m, const MessageLimits& l) {
+  if (m.stage() == proto::NCCL_STAGE_UNSPECIFIED || m.stage() == proto::NCCL_ROUND) {
+    return invalid_argument(std::string(kPrefix) + "nccl_epoch has stage " +
+                            std::string(nccl_stage_name(m.stage())) +
+                            " (expected make_id, join, ready or end)");
+  }
+  if (m.epoch() == 0) return invalid_argument(std::string(kPrefix) + "nccl_epoch has epoch 0");
+  if (static_cast<size_t>(m.ranks_size()) > l.max_members)
+    return too_many("nccl_epoch", m.ranks_size(), "ranks", l.max_members);
+  if (m.publishers() > static_cast<uint32_t>(m.ranks_size())) {
+    return invalid_argument(std::string(kPrefix) + "nccl_epoch names " +
+                            std::to_string(m.publishers()) + " publishers among " +
+                            std::to_string(m.ranks_size()) + " ranks");
+  }
+  RETURN_IF_ERROR(check_group_id(m.group_id(), "nccl_epoch", l));
+  return check_string(m.reason(), "nccl_epoch reason", l);
+}
+
+Status check_nccl_report(const proto::NcclReport& m, const MessageLimits& l) {
+  if (m.stage() != proto::NCCL_MAKE_ID && m.stage() != proto::NCCL_JOIN &&
+      m.stage() != proto::NCCL_ROUND) {
+    return invalid_argument(std::string(kPrefix) + "nccl_report has stage " +
+                            std::string(nccl_stage_name(m.stage())) +
+                            " (expected make_id, join or round)");
+  }
+  RETURN_IF_ERROR(check_group_id(m.group_id(), "nccl_report", l));
+  return check_string(m.reason(), "nccl_report reason", l);
+}
+
 Status check_body(const proto::Envelope& m, const MessageLimits& l) {
   switch (m.body_case()) {
     case proto::Envelope::kHello:
@@ -98,6 +134,10 @@ Status check_body(const proto::Envelope& m, const MessageLimits& l) {
       return check_string(m.leave().reason(), "leave reason", l);
     case proto::Envelope::kStatusReply:
       return check_status_reply(m.status_reply(), l);
+    case proto::Envelope::kNcclEpoch:
+      return check_nccl_epoch(m.nccl_epoch(), l);
+    case proto::Envelope::kNcclReport:
+      return check_nccl_report(m.nccl_report(), l);
     case proto::Envelope::kCommit:
     case proto::Envelope::kHeartbeat:
     case proto::Envelope::kStatusRequest:
@@ -163,6 +203,23 @@ std::string_view role_name(proto::Role role) {
   }
 }
 
+std::string_view nccl_stage_name(proto::NcclStage stage) {
+  switch (stage) {
+    case proto::NCCL_MAKE_ID:
+      return "make_id";
+    case proto::NCCL_JOIN:
+      return "join";
+    case proto::NCCL_READY:
+      return "ready";
+    case proto::NCCL_END:
+      return "end";
+    case proto::NCCL_ROUND:
+      return "round";
+    default:
+      return "unspecified";
+  }
+}
+
 std::string encode_envelope(const proto::Envelope& message) {
   return message.SerializeAsString();
 }
@@ -217,6 +274,10 @@ std::string body_name(const proto::Envelope& message) {
       return "status_request";
     case proto::Envelope::kStatusReply:
       return "status_reply";
+    case proto::Envelope::kNcclEpoch:
+      return "nccl_epoch";
+    case proto::Envelope::kNcclReport:
+      return "nccl_report";
     case proto::Envelope::BODY_NOT_SET:
       break;
   }
@@ -237,7 +298,8 @@ std::string describe_envelope(const proto::Envelope& message) {
       const proto::Offer& m = message.offer();
       const std::string base = m.has_base() ? " base " + std::to_string(m.base_version()) : "";
       return "offer " + v(m.version()) + base + (m.anchor() ? " anchor" : "") + " (" +
-             std::to_string(m.checksums_size()) + " tensors)";
+             std::to_string(m.checksums_size()) + " tensors" +
+             (m.nccl_epoch() ? ", nccl epoch " + std::to_string(m.nccl_epoch()) : "") + ")";
     }
     case proto::Envelope::kAck:
       return "ack " + v(message.ack().version()) + " from rank " +
@@ -263,6 +325,19 @@ std::string describe_envelope(const proto::Envelope& message) {
       return "status_request from rank " + std::to_string(message.rank());
     case proto::Envelope::kStatusReply:
       return describe_status_reply(message.status_reply());
+    case proto::Envelope::kNcclEpoch: {
+      const proto::NcclEpoch& m = message.nccl_epoch();
+      return "nccl_epoch " + std::to_string(m.epoch()) + " " +
+             std::string(nccl_stage_name(m.stage())) + " (" + std::to_string(m.ranks_size()) +
+             " ranks" + (m.reason().empty() ? "" : ": " + short_text(m.reason())) + ")";
+    }
+    case proto::Envelope::kNcclReport: {
+      const proto::NcclReport& m = message.nccl_report();
+      return "nccl_report epoch " + std::to_string(m.epoch()) + " " +
+             std::string(nccl_stage_name(m.stage())) + " from rank " +
+             std::to_string(message.rank()) +
+             (m.ok() ? " ok" : " failed: " + short_text(m.reason()));
+    }
     case proto::Envelope::BODY_NOT_SET:
       break;
   }

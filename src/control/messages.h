@@ -28,6 +28,7 @@ struct MessageLimits {
   size_t max_string_bytes = 4096;           // any string field (reason, names, host)
   size_t max_transports = 16;               // Hello transports
   size_t max_blob_bytes = size_t{8} << 20;  // Offer ucx_blob
+  size_t max_group_id_bytes = 1024;         // NcclEpoch/NcclReport group_id (ncclUniqueId: 128)
 };
 
 // Serializes `message` (which must have a body).
@@ -41,6 +42,9 @@ Result<proto::Envelope> decode_envelope(std::span<const uint8_t> frame,
 
 // "coordinator", "publisher", "subscriber", "observer"; "unspecified" otherwise.
 std::string_view role_name(proto::Role role);
+
+// "make_id", "join", ... for an NCCL epoch stage: for logs.
+std::string_view nccl_stage_name(proto::NcclStage stage);
 
 // "offer", "ack", ... ("empty" without a body): for logs.
 std::string body_name(const proto::Envelope& message);

@@ -1,5 +1,7 @@
 #include "src/control/nccl_epochs.h"
 
+#include <utility>
+
 namespace weightcast {
 
 std::optional<int> NcclEpoch::nccl_rank(uint32_t rank) const {
@@ -9,15 +11,29 @@ std::optional<int> NcclEpoch::nccl_rank(uint32_t rank) const {
   return std::nullopt;
 }
 
-void NcclEpochs::joined(uint32_t rank, bool publisher) {
-  auto [it, inserted] = members_.try_emplace(rank, publisher);
-  if (!inserted && it->second == publisher) return;  // a repeated Hello changes nothing
-  it->second = publisher;
-  changed_ = true;
+std::optional<NcclEpoch> NcclEpochs::end_if_member(uint32_t rank) {
+  if (!current_ || !current_->nccl_rank(rank)) return std::nullopt;
+  return end();
 }
 
-void NcclEpochs::left(uint32_t rank) {
+std::optional<NcclEpoch> NcclEpochs::joined(uint32_t rank, bool publisher) {
+  auto ended = end_if_member(rank);
+  auto [it, inserted] = members_.try_emplace(rank, publisher);
+  if (inserted || it->second != publisher) changed_ = true;
+  it->second = publisher;
+  return ended;
+}
+
+std::optional<NcclEpoch> NcclEpochs::left(uint32_t rank) {
+  auto ended = end_if_member(rank);
   if (members_.erase(rank) > 0) changed_ = true;
+  return ended;
+}
+
+std::optional<NcclEpoch> NcclEpochs::end() {
+  if (!current_) return std::nullopt;
+  changed_ = true;
+  return std::exchange(current_, std::nullopt);
 }
 
 std::optional<NcclEpoch> NcclEpochs::begin_version(uint64_t version) {
@@ -25,7 +41,10 @@ std::optional<NcclEpoch> NcclEpochs::begin_version(uint64_t version) {
   changed_ = false;
   NcclEpoch e;
   for (const auto& [rank, publisher] : members_) {
-    if (publisher) e.ranks.push_back(rank);
+    if (publisher) {
+      e.ranks.push_back(rank);
+      break;  // one root: see the header
+    }
   }
   e.publishers = static_cast<uint32_t>(e.ranks.size());
   for (const auto& [rank, publisher] : members_) {
@@ -41,8 +60,22 @@ std::optional<NcclEpoch> NcclEpochs::begin_version(uint64_t version) {
   return e;
 }
 
-bool NcclEpochs::over_nccl(uint32_t rank, uint64_t version) const {
-  if (!current_ || changed_ || version < current_->from_version) return false;
+bool NcclEpochs::set_group_id(uint64_t epoch, const std::string& group_id) {
+  if (!current_ || current_->epoch != epoch || !current_->group_id.empty()) return false;
+  current_->group_id = group_id;
+  return true;
+}
+
+bool NcclEpochs::member_joined(uint64_t epoch, uint32_t rank) {
+  if (!current_ || current_->epoch != epoch || current_->ready) return false;
+  if (!current_->nccl_rank(rank)) return false;
+  current_->joined.insert(rank);
+  current_->ready = current_->joined.size() == current_->ranks.size();
+  return current_->ready;
+}
+
+bool NcclEpochs::over_nccl(uint32_t rank, uint64_t epoch) const {
+  if (!current_ || !current_->ready || epoch == 0 || current_->epoch != epoch) return false;
   const std::optional<int> r = current_->nccl_rank(rank);
   return r.has_value() && static_cast<uint32_t>(*r) >= current_->publishers;
 }

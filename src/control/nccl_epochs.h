@@ -1,28 +1,41 @@
-// Which ranks form the NCCL communicator of each membership epoch (issue 9, DESIGN §5-§6).
+// Which ranks form the NCCL communicator of each membership epoch, and how far it has formed
+// (issue 9, DESIGN §5-§6).
 //
 // The coordinator keeps one NcclEpochs. Ranks that can use NCCL join (their Hello lists nccl)
-// and leave (Leave, or dropped as dead). A communicator cannot change its members, so any
-// change of membership ends the epoch: the next version the coordinator offers starts a new
-// one, whose members then build a new communicator (the first publisher makes the
-// ncclUniqueId; it travels over the control plane). A rank that joined in between, or whose
-// epoch ended, takes the filesystem or UCX path until an epoch includes it: the live stream
-// never waits for a communicator to form. Pure bookkeeping: no NCCL, no sockets.
+// and leave (Leave, dropped as dead, or a failure to form a communicator). A communicator
+// cannot change its members, so a change of membership ends the epoch at the next version
+// the coordinator offers, and a new epoch starts forming:
+//   1. NCCL rank 0 (the first publisher) makes the group id (set_group_id);
+//   2. every member joins the communicator with it (member_joined), and when all have,
+//   3. the epoch is ready: the publisher broadcasts the versions it offers after that, and
+//      the coordinator tells the epoch's subscribers to receive them (over_nccl).
+// A rank that joined in between, or whose epoch ended, takes the filesystem or UCX path until
+// an epoch includes it: the live stream never waits for a communicator to form. The epoch in
+// force also ends at once when one of its members leaves or says Hello again (it restarted and
+// lost its communicator), or on a failure (end()). Pure bookkeeping: no NCCL, no sockets.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 namespace weightcast {
 
 struct NcclEpoch {
   uint64_t epoch = 0;         // 1, 2, ...
-  uint64_t from_version = 0;  // the first version it carries
-  // Group ranks in NCCL rank order: publishers first (ascending), then subscribers
-  // (ascending); NCCL rank 0 makes the ncclUniqueId.
+  uint64_t from_version = 0;  // the version whose offer started it forming
+  // Group ranks in NCCL rank order: the publisher of lowest rank, then the subscribers
+  // (ascending). NCCL rank 0 makes the group id and roots every broadcast; other publishers
+  // (a group rarely has more than one) are left out, since every member of a communicator
+  // must take part in each of its broadcasts.
   std::vector<uint32_t> ranks;
-  uint32_t publishers = 0;  // how many of `ranks` are publishers
+  uint32_t publishers = 0;    // how many of `ranks` are publishers (0 or 1)
+  std::string group_id;       // once NCCL rank 0 made it
+  std::set<uint32_t> joined;  // members that joined the communicator
+  bool ready = false;         // every member joined
 
   // The NCCL rank of group rank `rank`, if it is a member.
   std::optional<int> nccl_rank(uint32_t rank) const;
@@ -30,22 +43,36 @@ struct NcclEpoch {
 
 class NcclEpochs {
  public:
-  void joined(uint32_t rank, bool publisher);
-  void left(uint32_t rank);
+  // A rank that can use NCCL said Hello. When it is a member of the epoch in force it
+  // restarted, so that epoch ends: it is returned, so its members can be told.
+  std::optional<NcclEpoch> joined(uint32_t rank, bool publisher);
+  // A rank left, died, or could not form a communicator: no later epoch includes it until it
+  // joins again. Returns the epoch in force when the rank was in it (that epoch ends).
+  std::optional<NcclEpoch> left(uint32_t rank);
+  // Ends the epoch in force (a broadcast failed, formation took too long); the next
+  // begin_version starts a new one with the same members. Returns it, if one was in force.
+  std::optional<NcclEpoch> end();
 
-  // Called before offering `version`. When membership changed since the epoch in force (or
-  // none is in force), starts and returns a new epoch from `version` if the members include a
-  // publisher and a subscriber; otherwise ends the epoch in force and returns nullopt.
-  // Versions must not decrease.
+  // Called when `version` is offered. When membership changed (or an epoch ended) since the
+  // epoch in force started, starts and returns a new, forming epoch if the members include a
+  // publisher and a subscriber; otherwise returns nullopt and the epoch in force (if any)
+  // goes on.
   std::optional<NcclEpoch> begin_version(uint64_t version);
 
-  // The epoch in force, if any.
+  // NCCL rank 0 of epoch `epoch` made its group id; false when `epoch` is not the one in force.
+  bool set_group_id(uint64_t epoch, const std::string& group_id);
+  // Member `rank` joined epoch `epoch`'s communicator; true when that made the epoch ready.
+  bool member_joined(uint64_t epoch, uint32_t rank);
+
+  // The epoch in force (forming or ready), if any.
   const NcclEpoch* current() const { return current_ ? &*current_ : nullptr; }
-  // Whether `rank` receives `version` over NCCL: it is a subscriber of the epoch in force and
-  // the epoch started at or before `version`.
-  bool over_nccl(uint32_t rank, uint64_t version) const;
+  // Whether `rank` receives a version its publisher broadcasts in `epoch`: that epoch is the
+  // one in force and ready, and `rank` is one of its subscribers.
+  bool over_nccl(uint32_t rank, uint64_t epoch) const;
 
  private:
+  std::optional<NcclEpoch> end_if_member(uint32_t rank);
+
   std::map<uint32_t, bool> members_;  // group rank -> publisher
   bool changed_ = true;
   uint64_t next_epoch_ = 1;

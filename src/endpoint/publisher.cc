@@ -78,6 +78,18 @@ Result<std::unique_ptr<Publisher>> Publisher::start(const proto::GroupConfig& co
                       "); subscribers read the journal");
     }
   }
+  std::unique_ptr<nccl::BroadcastGroupFactory> nccl_groups;
+  if (std::find(transports.begin(), transports.end(), "nccl") != transports.end()) {
+    auto groups =
+        p->options_.nccl_groups ? p->options_.nccl_groups() : make_nccl_groups(config.nccl());
+    if (groups.ok()) {
+      nccl_groups = std::move(groups).value();
+      journal.delta.keep_in_memory = true;
+    } else if (p->options_.log) {
+      p->options_.log("publisher: not broadcasting over nccl (" + groups.status().message() +
+                      "); subscribers read the journal or ucx");
+    }
+  }
   ASSIGN_OR_RETURN(p->writer_, JournalWriter::open(std::move(journal)));
   if (p->writer_->head()) p->head_ = p->writer_->head()->version();
 
@@ -87,7 +99,19 @@ Result<std::unique_ptr<Publisher>> Publisher::start(const proto::GroupConfig& co
   link.heartbeat = std::chrono::milliseconds(config.timeouts().heartbeat_ms());
   link.log = p->options_.log;
   if (p->ucx_) link.transports.push_back("ucx");
+  if (nccl_groups) link.transports.push_back("nccl");
   Publisher* self = p.get();
+  if (nccl_groups) {
+    NcclLiveOptions live;
+    live.rank = p->options_.rank;
+    live.publisher = true;
+    live.timeout =
+        std::chrono::milliseconds(config.nccl().timeout_ms() ? config.nccl().timeout_ms() : 60000);
+    live.send = [self](proto::Envelope e) { self->link_->send(std::move(e)); };
+    live.log = p->options_.log;
+    p->nccl_ = std::make_unique<NcclLive>(std::move(nccl_groups), std::move(live));
+    if (p->options_.log) p->options_.log("publisher: can broadcast over " + p->nccl_->describe());
+  }
   ASSIGN_OR_RETURN(p->link_,
                    RankLink::start(
                        config, link, [self](const proto::Envelope& m) { self->on_message(m); },
@@ -157,6 +181,10 @@ Status Publisher::wait_committed(uint64_t version, EndpointDeadline deadline) co
 }
 
 void Publisher::on_message(const proto::Envelope& m) {
+  if (m.has_nccl_epoch()) {
+    if (nccl_) nccl_->on_epoch(m.nccl_epoch());
+    return;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   // A Welcome carries the committed version: a publisher (re)joining after a commit was
   // announced must not wait for it forever.
@@ -273,6 +301,16 @@ Status Publisher::run_job(PublishJob& job) {
   offer.set_stored_bytes(report.stored_bytes);
   offer.set_published_unix_us(started_unix);
   offer.set_transport("fs");
+  // NCCL first: UCX keeps the delta's buffers (it serves them in place), NCCL shares them
+  // until its round is over, or copies them when UCX serves them too.
+  const uint64_t nccl_epoch = nccl_ ? nccl_->ready_epoch() : 0;
+  std::shared_ptr<const DeltaInMemory> nccl_delta;
+  if (nccl_epoch && report.delta) {
+    nccl_delta = ucx_ ? std::make_shared<const DeltaInMemory>(*report.delta)
+                      : std::make_shared<const DeltaInMemory>(std::move(*report.delta));
+    if (!ucx_) report.delta.reset();
+  }
+  if (nccl_epoch) offer.set_nccl_epoch(nccl_epoch);
   if (ucx_ && report.delta) {
     auto blob = ucx_->serve(job.version, std::move(*report.delta));
     if (blob.ok()) {
@@ -294,6 +332,7 @@ Status Publisher::run_job(PublishJob& job) {
   }
   if (options_.before_offer) options_.before_offer(job.version);
   link_->send(std::move(e));
+  if (nccl_epoch) nccl_->send_version(nccl_epoch, job.version, std::move(nccl_delta));
   job.report = std::move(report);
   return ok_status();
 }

@@ -10,7 +10,8 @@
 //      or an anchor: the first version, every anchor_every, when the tensors changed shape),
 //   4. offers it to the coordinator with every tensor's checksum; when the group's transports
 //      list ucx, the version's delta is also served from memory over UCX and the Offer
-//      carries where (src/endpoint/ucx_live.h).
+//      carries where (src/endpoint/ucx_live.h); when they list nccl and an NCCL epoch is
+//      ready, the delta is also broadcast on its communicator (src/endpoint/nccl_live.h).
 // wait_committed() returns once every live subscriber acked it. A publisher restarted on an
 // existing journal rebuilds its previous version from the journal (verified) before its
 // first delta. Versions must increase; an error leaves the journal on the previous version.
@@ -32,6 +33,7 @@
 #include "codec/status.h"
 #include "codec/tensor_ref.h"
 #include "codec/thread_pool.h"
+#include "src/endpoint/nccl_live.h"
 #include "src/endpoint/rank_link.h"
 #include "src/endpoint/ucx_live.h"
 #include "transport/fs/journal_writer.h"
@@ -48,6 +50,8 @@ struct PublisherOptions {
   // config's ack timeout).
   std::chrono::milliseconds credit_timeout{0};
   ControlLog log;
+  // The NCCL groups when the group lists nccl (unset: make_nccl_groups; tests: loopback).
+  NcclGroupsMaker nccl_groups;
   // Tests: called on the worker after a version is written (and served) and before its
   // Offer is sent.
   std::function<void(uint64_t version)> before_offer;
@@ -102,6 +106,8 @@ class Publisher {
   Status wait_committed(uint64_t version, EndpointDeadline deadline) const;
   // Whether versions are served over UCX (the group lists ucx and UCX works here).
   bool serves_ucx() const { return ucx_ != nullptr; }
+  // Whether versions may be broadcast over NCCL (the group lists nccl and it works here).
+  bool serves_nccl() const { return nccl_ != nullptr; }
   // Tests: stop serving over UCX as a dead worker would; later offers carry stale blobs.
   void close_ucx_for_test();
 
@@ -122,6 +128,7 @@ class Publisher {
   std::unique_ptr<JournalWriter> writer_;
   std::unique_ptr<RankLink> link_;
   std::unique_ptr<UcxLiveServer> ucx_;
+  std::unique_ptr<NcclLive> nccl_;  // after link_: its messages go out on the link
 
   std::vector<TensorRef> tensors_;
   std::vector<std::vector<uint8_t>> current_;

@@ -97,6 +97,28 @@ Status Subscriber::connect() {
       options_.log("subscriber: cannot use ucx (" + ucx.status().message() + ")");
     }
   }
+  std::unique_ptr<nccl::BroadcastGroupFactory> nccl_groups;
+  if (std::find(transports.begin(), transports.end(), "nccl") != transports.end()) {
+    auto groups = options_.nccl_groups ? options_.nccl_groups() : make_nccl_groups(config_.nccl());
+    if (groups.ok()) {
+      nccl_groups = std::move(groups).value();
+      link.transports.push_back("nccl");
+    } else if (options_.log) {
+      options_.log("subscriber: cannot use nccl (" + groups.status().message() + ")");
+    }
+  }
+  if (nccl_groups) {
+    NcclLiveOptions live;
+    live.rank = options_.rank;
+    live.timeout = std::chrono::milliseconds(
+        config_.nccl().timeout_ms() ? config_.nccl().timeout_ms() : 60000);
+    live.send = [this](proto::Envelope e) {
+      if (link_) link_->send(std::move(e));
+    };
+    live.log = options_.log;
+    nccl_ = std::make_unique<NcclLive>(std::move(nccl_groups), std::move(live));
+    if (options_.log) options_.log("subscriber: can receive over " + nccl_->describe());
+  }
   auto started = RankLink::start(
       config_, link, [this](const proto::Envelope& m) { on_message(m); },
       [this] { return current_version(); });
@@ -111,6 +133,14 @@ Status Subscriber::connect() {
 }
 
 void Subscriber::on_message(const proto::Envelope& m) {
+  if (m.has_nccl_epoch()) {
+    if (nccl_) nccl_->on_epoch(m.nccl_epoch());
+    return;
+  }
+  if (nccl_ && m.has_offer() && m.offer().nccl_epoch()) {
+    nccl_->receive_version(m.offer().nccl_epoch(), m.offer().version());
+  }
+  if (nccl_ && m.has_recover()) nccl_->forget_through(m.recover().target_version());
   std::optional<uint64_t> target;
   bool retry = false;
   if (m.has_welcome() && m.welcome().has_head()) target = m.welcome().head_version();
@@ -168,19 +198,52 @@ std::optional<Status> Subscriber::apply_over_ucx(uint64_t target, uint64_t* byte
   return ok_status();
 }
 
+std::optional<Status> Subscriber::apply_over_nccl(uint64_t target, uint64_t* bytes_read) {
+  const std::optional<uint64_t> held = reader_->held();
+  if (!nccl_ || !held || *held >= target) return std::nullopt;
+  // A round has the NCCL deadline; the worker waits a little longer for its outcome.
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(config_.nccl().timeout_ms() + 1000);
+  for (uint64_t v = *held + 1; v <= target; ++v) {
+    auto received = nccl_->take_received(v, deadline);
+    if (!received) {
+      if (v == *held + 1) return std::nullopt;
+      // The rest was not broadcast: the journal from here.
+      auto rest = reader_->catch_up(target);
+      return rest.ok() ? ok_status() : Status(rest.status().code(), rest.status().message());
+    }
+    Status applied = received->ok() ? reader_->apply_delta_from(std::move((*received)->manifest),
+                                                                std::move((*received)->parts),
+                                                                "nccl version " + std::to_string(v))
+                                    : received->status();
+    if (!applied.ok()) {
+      nccl_->forget_through(target);  // next: the journal
+      return Status(applied.code(), "over nccl: " + applied.message());
+    }
+    *bytes_read += (*received)->bytes_read;
+  }
+  return ok_status();
+}
+
 void Subscriber::attempt(uint64_t target) {
   const auto started = std::chrono::steady_clock::now();
   const std::optional<uint64_t> before = reader_->held();
   uint64_t bytes_read = 0;
   std::string how = "fs";
   Result<CatchUpReport> report = failed_precondition("not attempted");
-  if (auto live = apply_over_ucx(target, &bytes_read)) {
+  std::optional<Status> live = apply_over_nccl(target, &bytes_read);
+  if (live) {
+    how = "nccl";
+  } else {
+    live = apply_over_ucx(target, &bytes_read);
+    if (live) how = "ucx";
+  }
+  if (live) {
     if (live->ok()) {
       CatchUpReport r;
       r.version = target;
       r.deltas_applied = target - *before;
       report = r;
-      how = "ucx";
     } else {
       report = *live;
     }
@@ -258,6 +321,7 @@ void Subscriber::attempt(uint64_t target) {
     stats_.last_apply_us = apply_us;
     stats_.last_transport = how;
     if (how == "ucx") stats_.versions_over_ucx += version - before.value_or(version);
+    if (how == "nccl") stats_.versions_over_nccl += version - before.value_or(version);
     cv_.notify_all();
   }
   link_->send(std::move(e));
@@ -340,6 +404,7 @@ void Subscriber::stop(const std::string& reason) {
     stopping_ = true;
     cv_.notify_all();
   }
+  if (nccl_) nccl_->shutdown();  // a worker waiting for a round returns
   if (worker_.joinable()) worker_.join();
   if (link_) link_->stop(reason);
 }

@@ -15,7 +15,8 @@
 // When the coordinator chose ucx for this rank and the Offers of every version from the held
 // one to the target carry a UCX blob, the deltas are read from the publisher's memory over
 // UCX (src/endpoint/ucx_live.h) instead of the journal, with the same checks; a UCX failure
-// is nacked and the recovery that follows reads the journal.
+// is nacked and the recovery that follows reads the journal. Likewise, versions whose Offers
+// name an NCCL epoch arrive by its broadcast (src/endpoint/nccl_live.h), verified the same way.
 #pragma once
 
 #include <chrono>
@@ -33,6 +34,7 @@
 #include "codec/status.h"
 #include "codec/tensor_ref.h"
 #include "codec/thread_pool.h"
+#include "src/endpoint/nccl_live.h"
 #include "src/endpoint/publisher.h"
 #include "src/endpoint/rank_link.h"
 #include "src/endpoint/ucx_live.h"
@@ -49,6 +51,8 @@ struct SubscriberOptions {
   // Around the copy into the engine's tensors, on the subscriber's worker thread.
   std::function<void(uint64_t version)> before_apply;
   std::function<void(uint64_t version)> after_apply;
+  // The NCCL groups when the group lists nccl (unset: make_nccl_groups; tests: loopback).
+  NcclGroupsMaker nccl_groups;
 };
 
 struct SubscriberStats {
@@ -56,8 +60,9 @@ struct SubscriberStats {
   uint64_t nacks = 0;
   uint64_t anchors_loaded = 0;
   uint64_t last_apply_us = 0;
-  uint64_t versions_over_ucx = 0;  // applied from deltas read over UCX
-  std::string last_transport;      // how the last applied version arrived: "ucx" or "fs"
+  uint64_t versions_over_ucx = 0;   // applied from deltas read over UCX
+  uint64_t versions_over_nccl = 0;  // applied from deltas broadcast over NCCL
+  std::string last_transport;       // how the last applied version arrived: nccl, ucx or fs
 };
 
 class Subscriber {
@@ -94,6 +99,9 @@ class Subscriber {
   void attempt(uint64_t target);
   // nullopt: the UCX path does not apply (not chosen, a blob missing); else its outcome.
   std::optional<Status> apply_over_ucx(uint64_t target, uint64_t* bytes_read);
+  // nullopt: no NCCL round carried the next version; else its outcome (a later version
+  // without a round is read from the journal).
+  std::optional<Status> apply_over_nccl(uint64_t target, uint64_t* bytes_read);
 
   proto::GroupConfig config_;
   SubscriberOptions options_;
@@ -105,6 +113,7 @@ class Subscriber {
   std::unique_ptr<CatchUpReader> reader_;
   std::unique_ptr<RankLink> link_;
   std::unique_ptr<UcxLiveFetcher> ucx_;
+  std::unique_ptr<NcclLive> nccl_;
 
   mutable std::mutex mu_;
   std::string transport_;                      // chosen by the coordinator (Welcome)

@@ -123,6 +123,23 @@ std::vector<proto::Envelope> every_body_kind() {
   member->set_transport("shm");
   member->set_host("node-7");
   all.push_back(m);
+
+  m = envelope(0);
+  proto::NcclEpoch* epoch = m.mutable_nccl_epoch();
+  epoch->set_stage(proto::NCCL_JOIN);
+  epoch->set_epoch(2);
+  for (uint32_t r : {1u, 3u, 4u}) epoch->add_ranks(r);
+  epoch->set_publishers(1);
+  epoch->set_group_id(std::string(128, '\x01'));
+  all.push_back(m);
+
+  m = envelope();
+  proto::NcclReport* report = m.mutable_nccl_report();
+  report->set_epoch(2);
+  report->set_stage(proto::NCCL_ROUND);
+  report->set_version(12);
+  report->set_reason("bucket 3: deadline exceeded");
+  all.push_back(m);
   return all;
 }
 
@@ -225,7 +242,7 @@ TEST(ControlMessageDecode, TooManyTransports) {
 TEST(ControlMessageDecode, TooManyMembers) {
   MessageLimits limits;
   limits.max_members = 2;
-  proto::Envelope m = every_body_kind().back();
+  proto::Envelope m = every_body_kind()[11];
   m.mutable_status_reply()->add_members();
   m.mutable_status_reply()->add_members();
   EXPECT_EQ(decode_error(m, limits), "control message: status_reply has 3 members, limit 2");
@@ -315,12 +332,12 @@ TEST(ControlMessageDecode, TooLongStringInLeave) {
 }
 
 TEST(ControlMessageDecode, TooLongStringInStatusReply) {
-  proto::Envelope m = every_body_kind().back();
+  proto::Envelope m = every_body_kind()[11];
   m.mutable_status_reply()->set_group_id(kLong);
   EXPECT_EQ(decode_error(m, small_strings()),
             "control message: status_reply group_id is 9 bytes, limit 8");
   for (const char* field : {"state", "transport", "host"}) {
-    m = every_body_kind().back();
+    m = every_body_kind()[11];
     proto::MemberStatus* member = m.mutable_status_reply()->add_members();
     const std::string f = field;
     (f == "state"  ? *member->mutable_state()
@@ -331,9 +348,51 @@ TEST(ControlMessageDecode, TooLongStringInStatusReply) {
   }
 }
 
+TEST(ControlMessageDecode, NcclEpochOutsideItsRules) {
+  const proto::Envelope good = every_body_kind()[12];
+  proto::Envelope m = good;
+  m.mutable_nccl_epoch()->set_stage(proto::NCCL_STAGE_UNSPECIFIED);
+  EXPECT_EQ(decode_error(m),
+            "control message: nccl_epoch has stage unspecified (expected make_id, join, ready or "
+            "end)");
+  m = good;
+  m.mutable_nccl_epoch()->set_stage(proto::NCCL_ROUND);
+  EXPECT_NE(decode_error(m).find("nccl_epoch has stage round"), std::string::npos);
+  m = good;
+  m.mutable_nccl_epoch()->set_epoch(0);
+  EXPECT_EQ(decode_error(m), "control message: nccl_epoch has epoch 0");
+  m = good;
+  m.mutable_nccl_epoch()->set_publishers(4);
+  EXPECT_EQ(decode_error(m), "control message: nccl_epoch names 4 publishers among 3 ranks");
+  MessageLimits limits;
+  limits.max_members = 2;
+  EXPECT_EQ(decode_error(good, limits), "control message: nccl_epoch has 3 ranks, limit 2");
+  limits = {};
+  limits.max_group_id_bytes = 127;
+  EXPECT_EQ(decode_error(good, limits),
+            "control message: nccl_epoch group_id is 128 bytes, limit 127");
+  m = good;
+  m.mutable_nccl_epoch()->set_reason(kLong);
+  EXPECT_EQ(decode_error(m, small_strings()),
+            "control message: nccl_epoch reason is 9 bytes, limit 8");
+}
+
+TEST(ControlMessageDecode, NcclReportOutsideItsRules) {
+  const proto::Envelope good = every_body_kind()[13];
+  proto::Envelope m = good;
+  m.mutable_nccl_report()->set_stage(proto::NCCL_READY);
+  EXPECT_EQ(decode_error(m),
+            "control message: nccl_report has stage ready (expected make_id, join or round)");
+  m = good;
+  m.mutable_nccl_report()->set_group_id(std::string(2000, 'i'));
+  EXPECT_EQ(decode_error(m), "control message: nccl_report group_id is 2000 bytes, limit 1024");
+  EXPECT_EQ(decode_error(good, small_strings()),
+            "control message: nccl_report reason is 27 bytes, limit 8");
+}
+
 TEST(ControlMessageRoundTrip, EveryBodyKind) {
   const std::vector<proto::Envelope> all = every_body_kind();
-  ASSERT_EQ(all.size(), 12u);  // one per member of Envelope.body
+  ASSERT_EQ(all.size(), 14u);  // one per member of Envelope.body
   std::set<std::string> names;
   for (const proto::Envelope& m : all) {
     SCOPED_TRACE(body_name(m));
@@ -366,6 +425,8 @@ TEST(ControlMessageDescribe, OneLinePerBodyKind) {
   EXPECT_EQ(lines[9], "leave from rank 3: shutting down");
   EXPECT_EQ(lines[10], "status_request from rank 3");
   EXPECT_EQ(lines[11], "status_reply group g1 (head v12, committed none, 1 members)");
+  EXPECT_EQ(lines[12], "nccl_epoch 2 join (3 ranks)");
+  EXPECT_EQ(lines[13], "nccl_report epoch 2 round from rank 3 failed: bucket 3: deadline exceeded");
   EXPECT_EQ(describe_envelope(envelope()), "empty");
   EXPECT_EQ(body_name(envelope()), "empty");
 }

@@ -145,6 +145,23 @@ std::vector<proto::Envelope> every_body_kind() {
     member->set_pid(1000 + rank);
   }
   all.push_back(m);
+
+  m = envelope(0, true);
+  proto::NcclEpoch* epoch = m.mutable_nccl_epoch();
+  epoch->set_stage(proto::NCCL_JOIN);
+  epoch->set_epoch(3);
+  for (uint32_t rank : {1u, 2u, 3u}) epoch->add_ranks(rank);
+  epoch->set_publishers(1);
+  epoch->set_group_id(std::string(128, '\x5a'));
+  all.push_back(m);
+
+  m = envelope(2, false);
+  proto::NcclReport* report = m.mutable_nccl_report();
+  report->set_epoch(3);
+  report->set_stage(proto::NCCL_ROUND);
+  report->set_version(41);
+  report->set_reason("broadcast of bucket 2 timed out");
+  all.push_back(m);
   return all;
 }
 

@@ -73,6 +73,19 @@ bool limits_hold(const proto::Envelope& m, const MessageLimits& l) {
         }
       }
       return true;
+    case proto::Envelope::kNcclEpoch: {
+      const proto::NcclEpoch& e = m.nccl_epoch();
+      return e.stage() >= proto::NCCL_MAKE_ID && e.stage() <= proto::NCCL_END && e.epoch() != 0 &&
+             within(e.ranks_size(), l.max_members) &&
+             e.publishers() <= static_cast<uint32_t>(e.ranks_size()) &&
+             e.group_id().size() <= l.max_group_id_bytes && short_enough(e.reason(), l);
+    }
+    case proto::Envelope::kNcclReport: {
+      const proto::NcclReport& r = m.nccl_report();
+      return (r.stage() == proto::NCCL_MAKE_ID || r.stage() == proto::NCCL_JOIN ||
+              r.stage() == proto::NCCL_ROUND) &&
+             r.group_id().size() <= l.max_group_id_bytes && short_enough(r.reason(), l);
+    }
     case proto::Envelope::kCommit:
     case proto::Envelope::kHeartbeat:
     case proto::Envelope::kStatusRequest:

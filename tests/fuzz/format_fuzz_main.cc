@@ -19,6 +19,7 @@
 #include "tests/fuzz/delta_fuzz_seeds.h"
 #include "tests/fuzz/group_config_fuzz_seeds.h"
 #include "tests/fuzz/journal_files_fuzz_seeds.h"
+#include "tests/fuzz/nccl_round_fuzz_seeds.h"
 #include "tests/fuzz/part_compression_fuzz_seeds.h"
 #include "tests/fuzz/safetensors_fuzz_seeds.h"
 #include "tests/fuzz/torch_fuzz_seeds.h"

@@ -12,8 +12,9 @@
 #   service_tests.log   the CUDA executor, staging and packed-expert gtests, under a timeout,
 #                       then group_tests' CudaStaging* (endpoints publishing CUDA tensors)
 #   codec_tests.log     the CUDA codec gtests (Cuda*, ChunkCodecHd*)
-#   nccl_tests.log      the NCCL backend's one-GPU tests (NCCL from the Python wheel there),
-#                       then nccl_bucket_bench's JSON (schedule vs bare broadcasts)
+#   nccl_tests.log      the NCCL backend's one-GPU tests, the broadcast group's included (NCCL
+#                       from the Python wheel there), then nccl_bucket_bench's JSON (schedule vs
+#                       bare broadcasts)
 #   memcheck.log        compute-sanitizer memcheck over the small CUDA codec tests
 #   bench_coalesce.json weightcast bench coalesce (host staging; WEIGHTCAST_GPU_BENCH=0 skips)
 #   bench_gpu_codec.json gpu_codec_bench: checksum/encode/apply vs a device copy (same switch)
@@ -194,7 +195,8 @@ if [[ -x "$BUNDLE/bin/nccl_tests" ]]; then
   rc=$?
   grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|NCCL [0-9]|refused|no usable' "$OUT/nccl_tests.log" | tail -20
   xml="$XML_DIR/nccl_tests.xml"
-  skipped="$(grep -E 'name="(OneRank|ACommunicator)' "$xml" 2>/dev/null | grep -c 'result="skipped"')"
+  # The one-GPU tests (CudaNccl.*, CudaNcclBroadcastGroup.*) must run there; TwoRanks* may skip.
+  skipped="$(grep -E 'name="(OneRank|ACommunicator|AGroup)' "$xml" 2>/dev/null | grep -c 'result="skipped"')"
   if ((rc == 124 || rc == 137)); then
     step nccl-gtests FAIL "timed out after ${TEST_TIMEOUT}s"
   elif ((rc != 0)); then

@@ -35,6 +35,7 @@ TestGroup::TestGroup(const GroupSpec& spec) {
     << ", versions: " << spec.versions << ", seed: 3, step_interval_ms: " << spec.step_interval_ms
     << "}\n";
   if (!spec.ucx_tls.empty()) y << "ucx: {tls: \"" << spec.ucx_tls << "\"}\n";
+  if (spec.nccl_timeout_ms) y << "nccl: {timeout_ms: " << spec.nccl_timeout_ms << "}\n";
   std::vector<CurveKeyPair> keys;
   if (spec.curve) {
     std::filesystem::create_directories(dir_ + "/keys");

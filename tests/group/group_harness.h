@@ -35,6 +35,7 @@ struct GroupSpec {
   uint32_t max_in_flight = 2;
   std::string transports = "[fs]";  // YAML list, in preference order
   std::string ucx_tls;              // the ucx.tls field when not empty
+  uint32_t nccl_timeout_ms = 0;     // the nccl.timeout_ms field when not 0
 };
 
 // A group in a fresh temp directory: rank 0 coordinator, 1 publisher, 2.. subscribers.

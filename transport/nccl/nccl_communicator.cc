@@ -56,6 +56,7 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::join(
 
 NcclCommunicator::~NcclCommunicator() {
   if (comm_ == nullptr) return;
+  if (take_abort_request()) return;  // asked to abort: no finalize, which could wait on peers
   cudaSetDevice(device_);
   // A healthy communicator is finalized (flushes outstanding work) then destroyed; one that
   // does not settle within a few seconds is aborted instead of hanging the destructor.
@@ -77,8 +78,27 @@ void NcclCommunicator::abort(const std::string& why) {
   comm_ = nullptr;
 }
 
+void NcclCommunicator::request_abort(const std::string& why) {
+  std::lock_guard<std::mutex> lock(request_mu_);
+  if (abort_requested_.load(std::memory_order_relaxed)) return;  // the first reason wins
+  request_why_ = why;
+  abort_requested_.store(true, std::memory_order_release);
+}
+
+bool NcclCommunicator::take_abort_request() {
+  if (!abort_requested_.load(std::memory_order_acquire)) return false;
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(request_mu_);
+    why = request_why_;
+  }
+  abort(why);
+  return true;
+}
+
 Status NcclCommunicator::settle(const std::string& what, Clock::time_point deadline) {
   for (;;) {
+    if (take_abort_request()) return failure_;
     ncclResult_t state = ncclSuccess;
     const ncclResult_t r = lib_->comm_get_async_error(comm_, &state);
     if (r != ncclSuccess) state = r;
@@ -98,6 +118,7 @@ Status NcclCommunicator::settle(const std::string& what, Clock::time_point deadl
 Status NcclCommunicator::enqueue_broadcast(void* buffer, size_t bytes, int root,
                                            cudaStream_t stream, cudaEvent_t done,
                                            Clock::time_point deadline) {
+  if (comm_ != nullptr && take_abort_request()) return failure_;
   if (comm_ == nullptr) return failure_.ok() ? io_error(who() + ": no communicator") : failure_;
   if (root < 0 || root >= ranks_) {
     return invalid_argument(who() + ": broadcast root " + std::to_string(root) +
@@ -122,6 +143,7 @@ Status NcclCommunicator::enqueue_broadcast(void* buffer, size_t bytes, int root,
 
 Status NcclCommunicator::wait(cudaEvent_t done, Clock::time_point deadline) {
   for (;;) {
+    if (comm_ != nullptr) take_abort_request();
     if (comm_ == nullptr) return failure_;
     const cudaError_t e = cudaEventQuery(done);
     if (e == cudaSuccess) return ok_status();

@@ -1,0 +1,198 @@
+// The live NCCL path of a rank group (src/endpoint/nccl_live.h) in one process against a
+// coordinator thread on loopback, with the in-process loopback group standing in for NCCL
+// (transport/nccl/loopback_broadcast_group.h; the NCCL group itself runs on a lent GPU:
+// tests/transport_nccl). What this proves on a CPU: the epoch protocol end to end (make_id,
+// join, ready, end), offers marked with the epoch, rounds carrying verified deltas that the
+// subscribers apply and ack as "nccl", a late engine falling back until the next epoch
+// includes it, and a failed round nacked and recovered through the journal while the next
+// epoch carries later versions again.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "tests/group/group_harness.h"
+#include "tests/group/trainer_side.h"
+#include "transport/nccl/loopback_broadcast_group.h"
+
+namespace weightcast::testing {
+namespace {
+
+using std::chrono::seconds;
+
+// A member whose `fail_at`-th broadcast call (counted over the factory's groups) fails as a
+// broken link would: the group is aborted, so every member's round fails.
+class FailingGroup final : public nccl::BroadcastGroup {
+ public:
+  FailingGroup(std::unique_ptr<nccl::BroadcastGroup> inner, std::atomic<int>* calls, int fail_at)
+      : inner_(std::move(inner)), calls_(calls), fail_at_(fail_at) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  Status broadcast(std::span<const nccl::SchedulePart> parts,
+                   std::span<const std::span<const uint8_t>> sources,
+                   std::span<const std::span<uint8_t>> destinations, Deadline deadline) override {
+    if (++*calls_ == fail_at_) {
+      inner_->abort("injected link failure");
+      return io_error("injected link failure");
+    }
+    return inner_->broadcast(parts, sources, destinations, deadline);
+  }
+  void abort(const std::string& why) override { inner_->abort(why); }
+
+ private:
+  std::unique_ptr<nccl::BroadcastGroup> inner_;
+  std::atomic<int>* calls_;
+  int fail_at_;
+};
+
+class FailingGroups final : public nccl::BroadcastGroupFactory {
+ public:
+  explicit FailingGroups(int fail_at) : fail_at_(fail_at) {}
+  std::string name() const override { return "loopback (failing)"; }
+  Result<std::string> make_id() override { return loopback_.make_id(); }
+  Result<std::unique_ptr<nccl::BroadcastGroup>> join(const std::string& id, int ranks, int rank,
+                                                     Deadline deadline) override {
+    ASSIGN_OR_RETURN(auto inner, loopback_.join(id, ranks, rank, deadline));
+    return std::unique_ptr<nccl::BroadcastGroup>(
+        std::make_unique<FailingGroup>(std::move(inner), &calls_, fail_at_));
+  }
+
+ private:
+  nccl::LoopbackBroadcastGroupFactory loopback_;
+  std::atomic<int> calls_{0};
+  int fail_at_;
+};
+
+NcclGroupsMaker loopback_groups() {
+  return [] {
+    return Result<std::unique_ptr<nccl::BroadcastGroupFactory>>(
+        std::make_unique<nccl::LoopbackBroadcastGroupFactory>());
+  };
+}
+
+GroupSpec nccl_spec(uint32_t subscribers) {
+  GroupSpec s;
+  s.subscribers = subscribers;
+  s.transports = "[nccl, fs]";
+  s.nccl_timeout_ms = 3000;
+  s.ack_timeout_ms = 8000;
+  s.anchor_every = 4;
+  return s;
+}
+
+std::unique_ptr<Subscriber> connect_engine(const TestGroup& g, uint32_t rank, Weights& engine,
+                                           std::vector<std::string>& bad,
+                                           NcclGroupsMaker groups = loopback_groups()) {
+  SubscriberOptions so = one_thread<SubscriberOptions>(rank);
+  so.nccl_groups = std::move(groups);
+  so.after_apply = [&engine, &bad](uint64_t v) {
+    Weights expect;
+    expect.set(v);
+    if (engine.vec != expect.vec || engine.packed != expect.packed) {
+      bad.push_back("v" + std::to_string(v));
+    }
+  };
+  auto s = Subscriber::create(g.config(), so);
+  if (!s.ok()) return nullptr;
+  for (const auto& r : engine.refs()) {
+    if (!(*s)->register_tensor(r).ok()) return nullptr;
+  }
+  if (!(*s)->connect().ok()) return nullptr;
+  return std::move(s).value();
+}
+
+std::string acked_transport(const proto::StatusReply& status, uint64_t version, uint32_t rank) {
+  for (const auto& v : status.versions()) {
+    if (v.version() != version) continue;
+    for (const auto& r : v.results()) {
+      if (r.rank() == rank && r.result() == "ok") return r.transport();
+    }
+  }
+  return "";
+}
+
+PublisherOptions nccl_publisher() {
+  PublisherOptions po = one_thread<PublisherOptions>(1);
+  po.nccl_groups = loopback_groups();
+  return po;
+}
+
+void expect_engine_at(const Weights& engine, uint64_t v, const std::string& who) {
+  Weights expect;
+  expect.set(v);
+  EXPECT_EQ(engine.vec, expect.vec) << who;
+  EXPECT_EQ(engine.packed, expect.packed) << who;
+}
+
+TEST(GroupNccl, SubscribersOfAReadyEpochReceiveDeltasByBroadcastAndALateOneJoinsTheNext) {
+  TestGroup g(nccl_spec(3));
+  TrainerSide t(g, nccl_publisher());
+  ASSERT_TRUE(t.ok()) << t.why();
+  ASSERT_TRUE(t.publisher->serves_nccl());
+  Weights engines[3];
+  std::vector<std::string> bad[3];
+  std::unique_ptr<Subscriber> subs[3];
+  for (int i = 0; i < 2; ++i) {
+    subs[i] = connect_engine(g, g.subscriber_rank(i), engines[i], bad[i]);
+    ASSERT_NE(subs[i], nullptr);
+  }
+  ASSERT_TRUE(t.publish_committed(0, 6));
+  // A late engine: it catches up through the journal and rides on the epoch formed next.
+  subs[2] = connect_engine(g, g.subscriber_rank(2), engines[2], bad[2]);
+  ASSERT_NE(subs[2], nullptr);
+  ASSERT_TRUE(subs[2]->wait_for_version(5, in(seconds(30))).ok());
+  ASSERT_TRUE(t.publish_committed(6, 12));
+  auto status = group_status(g.config());
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(bad_results(*status), "");
+  for (int i = 0; i < 3; ++i) {
+    const uint32_t rank = g.subscriber_rank(i);
+    const std::string who = "rank " + std::to_string(rank);
+    ASSERT_TRUE(subs[i]->wait_for_version(11, in(seconds(30))).ok()) << who;
+    expect_engine_at(engines[i], 11, who);
+    EXPECT_TRUE(bad[i].empty()) << who << " held a torn " << bad[i].front();
+    EXPECT_EQ(acked_transport(*status, 0, rank), i < 2 ? "fs" : "") << "v0 starts the epoch";
+    for (uint64_t v = 9; v <= 11; ++v) {
+      EXPECT_EQ(acked_transport(*status, v, rank), "nccl") << who << " v" << v;
+    }
+    const SubscriberStats stats = subs[i]->stats();
+    EXPECT_GE(stats.versions_over_nccl, i < 2 ? 8u : 3u) << who;
+    EXPECT_EQ(stats.last_transport, "nccl") << who;
+    EXPECT_EQ(stats.nacks, 0u) << who;
+  }
+}
+
+TEST(GroupNccl, AFailedRoundIsNackedRecoveredThroughTheJournalAndTheNextEpochCarriesOn) {
+  TestGroup g(nccl_spec(1));
+  TrainerSide t(g, nccl_publisher());
+  ASSERT_TRUE(t.ok()) << t.why();
+  Weights engine;
+  std::vector<std::string> bad;
+  // Rounds are 3 calls (header, descriptor, parts): call 11 is inside the 4th round.
+  auto sub = connect_engine(g, g.subscriber_rank(0), engine, bad, [] {
+    return Result<std::unique_ptr<nccl::BroadcastGroupFactory>>(
+        std::make_unique<FailingGroups>(11));
+  });
+  ASSERT_NE(sub, nullptr);
+  ASSERT_TRUE(t.publish_committed(0, 12));
+  ASSERT_TRUE(sub->wait_for_version(11, in(seconds(30))).ok());
+  expect_engine_at(engine, 11, "rank 2");
+  EXPECT_TRUE(bad.empty()) << "held a torn " << bad.front();
+  const SubscriberStats stats = sub->stats();
+  EXPECT_GE(stats.nacks, 1u) << "the failed round must be nacked";
+  EXPECT_EQ(stats.last_transport, "nccl") << "a later epoch carries the last versions";
+  auto status = group_status(g.config());
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(acked_transport(*status, 11, g.subscriber_rank(0)), "nccl");
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto st = group_status(g.config());
+        return st && member(*st, 2) && member(*st, 2)->state() == "live";
+      },
+      seconds(10)))
+      << "rank 2 not live again";
+}
+
+}  // namespace
+}  // namespace weightcast::testing
