@@ -67,9 +67,16 @@ void fit(std::vector<uint8_t>& v, size_t bytes) {
   if (v.size() < bytes) v.resize(bytes);
 }
 
-std::string gib(uint64_t bytes) {
+// "1.23 GiB", "4.56 MiB" or "789 B": progress lines read at any scale.
+std::string human_bytes(uint64_t bytes) {
   char s[32];
-  std::snprintf(s, sizeof s, "%.2f GiB", static_cast<double>(bytes) / (1u << 30));
+  if (bytes >= (uint64_t{1} << 30)) {
+    std::snprintf(s, sizeof s, "%.2f GiB", static_cast<double>(bytes) / (uint64_t{1} << 30));
+  } else if (bytes >= (uint64_t{1} << 20)) {
+    std::snprintf(s, sizeof s, "%.2f MiB", static_cast<double>(bytes) / (uint64_t{1} << 20));
+  } else {
+    std::snprintf(s, sizeof s, "%llu B", static_cast<unsigned long long>(bytes));
+  }
   return s;
 }
 
@@ -186,8 +193,9 @@ Result<nlohmann::json> run_model_delta_benchmark(const ModelDeltaBenchmarkConfig
       std::snprintf(line, sizeof line,
                     "bench model-delta: %3d%% (%zu/%zu tensors, %s of %s raw), delta %s so far, "
                     "%.0f s",
-                    (next_decile - 1) * 10, i + 1, specs.size(), gib(2 * done_elements).c_str(),
-                    gib(2 * elements).c_str(), gib(delta_bytes).c_str(), now_s() - t_start);
+                    (next_decile - 1) * 10, i + 1, specs.size(),
+                    human_bytes(2 * done_elements).c_str(), human_bytes(2 * elements).c_str(),
+                    human_bytes(delta_bytes).c_str(), now_s() - t_start);
       c.log(line);
     }
   }

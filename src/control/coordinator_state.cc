@@ -307,6 +307,11 @@ proto::StatusReply CoordinatorState::status(TimePoint now) const {
     ms.set_host(m.host);
     ms.set_pid(m.pid);
   }
+  if (const NcclEpoch* e = nccl_.current()) {
+    s.set_nccl_epoch(e->epoch);
+    s.set_nccl_ready(e->ready);
+    for (uint32_t r : e->ranks) s.add_nccl_ranks(r);
+  }
   for (const auto& [v, record] : versions_) {
     proto::VersionStatus& vs = *s.add_versions();
     vs.set_version(v);

@@ -44,6 +44,13 @@ nlohmann::json status_to_json(const proto::StatusReply& s) {
       s.has_committed() ? nlohmann::json(s.committed_version()) : nlohmann::json();
   j["anchor_version"] = s.has_anchor() ? nlohmann::json(s.anchor_version()) : nlohmann::json();
   j["versions_in_flight"] = s.versions_in_flight();
+  j["nccl"] =
+      s.nccl_epoch() == 0
+          ? nlohmann::json()
+          : nlohmann::json{
+                {"epoch", s.nccl_epoch()},
+                {"ready", s.nccl_ready()},
+                {"ranks", std::vector<uint32_t>(s.nccl_ranks().begin(), s.nccl_ranks().end())}};
   j["members"] = nlohmann::json::array();
   for (const auto& m : s.members()) {
     j["members"].push_back(
@@ -77,6 +84,12 @@ std::string format_status(const proto::StatusReply& s) {
                     ", committed " + opt(s.has_committed(), s.committed_version()) +
                     ", latest anchor " + opt(s.has_anchor(), s.anchor_version()) + ", " +
                     std::to_string(s.versions_in_flight()) + " in flight\n";
+  if (s.nccl_epoch() != 0) {
+    std::string ranks;
+    for (uint32_t r : s.nccl_ranks()) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    out += "nccl epoch " + std::to_string(s.nccl_epoch()) +
+           (s.nccl_ready() ? " (ready)" : " (forming)") + ": ranks " + ranks + "\n";
+  }
   char line[256];
   std::snprintf(line, sizeof(line), "%5s  %-11s  %-8s  %8s  %-9s  %4s  %14s  %s\n", "rank", "role",
                 "state", "version", "transport", "lag", "heartbeat (ms)", "host/pid");

@@ -61,6 +61,8 @@ Status check_status_reply(const proto::StatusReply& m, const MessageLimits& l) {
   RETURN_IF_ERROR(check_string(m.group_id(), "status_reply group_id", l));
   if (static_cast<size_t>(m.members_size()) > l.max_members)
     return too_many("status_reply", m.members_size(), "members", l.max_members);
+  if (static_cast<size_t>(m.nccl_ranks_size()) > l.max_members)
+    return too_many("status_reply", m.nccl_ranks_size(), "nccl ranks", l.max_members);
   for (int i = 0; i < m.members_size(); ++i) {
     const proto::MemberStatus& member = m.members(i);
     const std::string where = "status_reply member " + std::to_string(i) + " ";

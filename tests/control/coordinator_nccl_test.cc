@@ -6,6 +6,7 @@
 
 #include <chrono>
 
+#include "src/control/group_status.h"
 #include "tests/control/coordinator_state_harness.h"
 
 namespace weightcast::coordinator_test {
@@ -223,6 +224,21 @@ TEST(CoordinatorNccl, AnEpochNotFormedInTimeEndsAndLeavesOutTheRanksThatDidNotJo
       << late[0].message.nccl_epoch().reason();
   g.publish_in(2, 0);
   EXPECT_EQ(g.state.nccl_epoch()->ranks, (std::vector<uint32_t>{1, 2}));
+}
+
+TEST(CoordinatorNccl, StatusShowsTheEpochInForce) {
+  NcclGroup g;
+  EXPECT_EQ(g.state.status(g.now).nccl_epoch(), 0u);
+  EXPECT_EQ(format_status(g.state.status(g.now)).find("nccl"), std::string::npos);
+  g.publish_in(1, 0);
+  EXPECT_NE(format_status(g.state.status(g.now)).find("nccl epoch 1 (forming): ranks 1,2,3\n"),
+            std::string::npos);
+  g.send(1, report(1, 1, proto::NCCL_MAKE_ID, true, "group_id: 'ID'"));
+  for (uint32_t r : {1u, 2u, 3u}) g.send(r, report(r, 1, proto::NCCL_JOIN, true));
+  const proto::StatusReply s = g.state.status(g.now);
+  EXPECT_TRUE(s.nccl_ready());
+  EXPECT_NE(format_status(s).find("nccl epoch 1 (ready): ranks 1,2,3\n"), std::string::npos);
+  EXPECT_EQ(status_to_json(s)["nccl"]["ranks"], nlohmann::json::array({1, 2, 3}));
 }
 
 TEST(CoordinatorNccl, WithoutNcclInTheConfigNothingForms) {

@@ -246,6 +246,9 @@ TEST(ControlMessageDecode, TooManyMembers) {
   m.mutable_status_reply()->add_members();
   m.mutable_status_reply()->add_members();
   EXPECT_EQ(decode_error(m, limits), "control message: status_reply has 3 members, limit 2");
+  m = every_body_kind()[11];
+  for (uint32_t r : {1u, 2u, 3u}) m.mutable_status_reply()->add_nccl_ranks(r);
+  EXPECT_EQ(decode_error(m, limits), "control message: status_reply has 3 nccl ranks, limit 2");
 }
 
 TEST(ControlMessageDecode, TooLongStringInHello) {

@@ -66,6 +66,7 @@ bool limits_hold(const proto::Envelope& m, const MessageLimits& l) {
     case proto::Envelope::kStatusReply:
       if (!short_enough(m.status_reply().group_id(), l)) return false;
       if (!within(m.status_reply().members_size(), l.max_members)) return false;
+      if (!within(m.status_reply().nccl_ranks_size(), l.max_members)) return false;
       for (const proto::MemberStatus& member : m.status_reply().members()) {
         if (!short_enough(member.state(), l) || !short_enough(member.transport(), l) ||
             !short_enough(member.host(), l)) {
