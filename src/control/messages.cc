@@ -81,7 +81,8 @@ Status check_group_id(const std::string& id, std::string_view body, const Messag
 }
 
 Status check_nccl_epoch(const proto::NcclEpoch& m, const MessageLimits& l) {
-  if (m.stage() == proto::NCCL_STAGE_UNSPECIFIED || m.stage() == proto::NCCL_ROUND) {
+  if (m.stage() != proto::NCCL_MAKE_ID && m.stage() != proto::NCCL_JOIN &&
+      m.stage() != proto::NCCL_READY && m.stage() != proto::NCCL_END) {
     return invalid_argument(std::string(kPrefix) + "nccl_epoch has stage " +
                             std::string(nccl_stage_name(m.stage())) +
                             " (expected make_id, join, ready or end)");

@@ -362,6 +362,9 @@ TEST(ControlMessageDecode, NcclEpochOutsideItsRules) {
   m.mutable_nccl_epoch()->set_stage(proto::NCCL_ROUND);
   EXPECT_NE(decode_error(m).find("nccl_epoch has stage round"), std::string::npos);
   m = good;
+  m.mutable_nccl_epoch()->set_stage(static_cast<proto::NcclStage>(77));  // from a newer peer
+  EXPECT_NE(decode_error(m).find("nccl_epoch has stage unspecified"), std::string::npos);
+  m = good;
   m.mutable_nccl_epoch()->set_epoch(0);
   EXPECT_EQ(decode_error(m), "control message: nccl_epoch has epoch 0");
   m = good;

@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/group/group_harness.h"
@@ -202,6 +204,50 @@ TEST(GroupNccl, AFailedRoundIsNackedRecoveredThroughTheJournalAndTheNextEpochCar
   ASSERT_TRUE(status.has_value());
   EXPECT_EQ(acked_transport(*status, 11, g.subscriber_rank(0)), "nccl");
   EXPECT_GE(status->nccl_epoch(), 2u) << "the failed epoch was replaced";
+}
+
+// Whether NCCL here forms a two-rank group on one GPU (NCCL_MULTI_RANK_GPU_ENABLE); else why not.
+std::string two_ranks_on_one_gpu(const proto::NcclConfig& config) {
+  auto groups = make_nccl_groups(config);
+  if (!groups.ok()) return groups.status().message();
+  auto id = (*groups)->make_id();
+  if (!id.ok()) return id.status().message();
+  Result<std::unique_ptr<nccl::BroadcastGroup>> joined[2] = {internal_error("not run"),
+                                                             internal_error("not run")};
+  std::thread second([&] { joined[1] = (*groups)->join(*id, 2, 1, deadline_in(seconds(20))); });
+  joined[0] = (*groups)->join(*id, 2, 0, deadline_in(seconds(20)));
+  second.join();
+  for (auto& j : joined) {
+    if (!j.ok()) return "NCCL refused two ranks on one GPU: " + j.status().message();
+  }
+  return "";
+}
+
+// The same path over real NCCL, publisher and subscriber on one GPU: only where NCCL accepts
+// two ranks on one device (tests/gpu/run.sh runs it on a lent H200).
+TEST(NcclGroupOnOneGpu, APublisherAndASubscriberCarryVersionsOverNcclWhereTwoRanksFit) {
+  ::setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 0);
+  TestGroup g(nccl_spec(1));
+  const std::string why = two_ranks_on_one_gpu(g.config().nccl());
+  if (!why.empty()) GTEST_SKIP() << why;
+  PublisherOptions po = one_thread<PublisherOptions>(1);
+  TrainerSide t(g, po);
+  ASSERT_TRUE(t.ok()) << t.why();
+  ASSERT_TRUE(t.publisher->serves_nccl());
+  Weights engine;
+  std::vector<std::string> bad;
+  auto sub = connect_engine(g, g.subscriber_rank(0), engine, bad, {});
+  ASSERT_NE(sub, nullptr);
+  ASSERT_TRUE(t.publish_committed(0, 8));
+  ASSERT_TRUE(sub->wait_for_version(7, in(seconds(30))).ok());
+  expect_engine_at(engine, 7, "rank 2");
+  EXPECT_TRUE(bad.empty()) << "held a torn " << bad.front();
+  auto status = group_status(g.config());
+  ASSERT_TRUE(status.has_value());
+  for (uint64_t v = 5; v <= 7; ++v) {
+    EXPECT_EQ(acked_transport(*status, v, g.subscriber_rank(0)), "nccl") << "v" << v;
+  }
+  EXPECT_EQ(sub->stats().nacks, 0u);
 }
 
 }  // namespace

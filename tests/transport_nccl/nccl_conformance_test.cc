@@ -1,0 +1,83 @@
+// The broadcast Transport (transport/nccl/broadcast_transport.h) over a one-rank NCCL group
+// under the conformance suite every backend passes (tests/transport/transport_conformance.h):
+// one GPU holds one rank, which publishes each version as a round broadcast to itself and
+// serves it through its reader(). Without a usable GPU or a loadable NCCL every case skips
+// and says why; the same Transport runs the suite on the loopback group in transport_tests.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "codec/cuda_codec.h"
+#include "tests/transport/transport_conformance.h"
+#include "transport/nccl/broadcast_transport.h"
+#include "transport/nccl/nccl_broadcast_group.h"
+#include "transport/nccl/nccl_library.h"
+
+namespace weightcast::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Stands in for both peers when the host cannot run NCCL: the suite skips with `why`.
+class NotViable final : public Transport {
+ public:
+  explicit NotViable(std::string why) : why_(std::move(why)) {}
+  TransportInfo info() const override { return {"nccl", false, why_, {}, false}; }
+  Status publish(uint64_t, std::span<const PartPayload>, Deadline) override {
+    return failed_precondition(why_);
+  }
+  Result<VersionDescriptor> latest(Deadline) override { return failed_precondition(why_); }
+  Result<VersionDescriptor> describe(uint64_t, Deadline) override {
+    return failed_precondition(why_);
+  }
+  Status fetch(uint64_t, const PartDescriptor&, std::span<uint8_t>, Deadline) override {
+    return failed_precondition(why_);
+  }
+
+ private:
+  std::string why_;
+};
+
+TransportPeers not_viable(const std::string& why) {
+  TransportPeers peers;
+  peers.publisher = std::make_unique<NotViable>(why);
+  peers.subscriber = std::make_unique<NotViable>(why);
+  return peers;
+}
+
+TransportPeers connect_one_rank() {
+  std::string why;
+  if (!cuda_codec::device_usable(&why)) return not_viable("no usable CUDA device: " + why);
+  auto lib = nccl::load_nccl();
+  if (!lib.ok()) return not_viable("NCCL not loadable: " + lib.status().message());
+  nccl::NcclBroadcastGroupOptions options;
+  options.bucket_bytes = 1 << 20;  // the suite's parts span several buckets
+  nccl::NcclBroadcastGroupFactory groups(options);
+  auto id = groups.make_id();
+  if (!id.ok()) return not_viable("ncclGetUniqueId failed: " + id.status().message());
+  auto group = groups.join(*id, 1, 0, deadline_in(60s));
+  if (!group.ok()) return not_viable("one-rank communicator failed: " + group.status().message());
+  nccl::BroadcastTransportOptions o;
+  o.name = "nccl";
+  auto t = nccl::BroadcastTransport::create(std::move(group).value(), o);
+  if (!t.ok()) return not_viable("broadcast transport: " + t.status().message());
+  nccl::BroadcastTransport* member = t->get();
+  TransportPeers peers;
+  peers.subscriber = member->reader();
+  peers.publisher = std::move(t).value();
+  peers.corrupt = [member](uint64_t version, const std::string& part) {
+    Status s = member->corrupt_held_part(version, part);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+  };
+  peers.break_publisher = [member] { member->abort("test: the communicator broke"); };
+  return peers;
+}
+
+INSTANTIATE_TEST_SUITE_P(CudaNccl, TransportConformance,
+                         ::testing::Values(TransportBackend{"one_rank", connect_one_rank}),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace weightcast::testing
