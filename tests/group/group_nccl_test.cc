@@ -83,35 +83,13 @@ GroupSpec nccl_spec(uint32_t subscribers) {
   return s;
 }
 
+// A subscriber (rank) whose engine is `engine`, connected, on `groups` (empty: real NCCL).
 std::unique_ptr<Subscriber> connect_engine(const TestGroup& g, uint32_t rank, Weights& engine,
                                            std::vector<std::string>& bad,
                                            NcclGroupsMaker groups = loopback_groups()) {
   SubscriberOptions so = one_thread<SubscriberOptions>(rank);
   so.nccl_groups = std::move(groups);
-  so.after_apply = [&engine, &bad](uint64_t v) {
-    Weights expect;
-    expect.set(v);
-    if (engine.vec != expect.vec || engine.packed != expect.packed) {
-      bad.push_back("v" + std::to_string(v));
-    }
-  };
-  auto s = Subscriber::create(g.config(), so);
-  if (!s.ok()) return nullptr;
-  for (const auto& r : engine.refs()) {
-    if (!(*s)->register_tensor(r).ok()) return nullptr;
-  }
-  if (!(*s)->connect().ok()) return nullptr;
-  return std::move(s).value();
-}
-
-std::string acked_transport(const proto::StatusReply& status, uint64_t version, uint32_t rank) {
-  for (const auto& v : status.versions()) {
-    if (v.version() != version) continue;
-    for (const auto& r : v.results()) {
-      if (r.rank() == rank && r.result() == "ok") return r.transport();
-    }
-  }
-  return "";
+  return connect_engine(g, std::move(so), engine, bad);
 }
 
 PublisherOptions nccl_publisher() {

@@ -32,36 +32,10 @@ class GroupUcx : public ::testing::TestWithParam<const char*> {
   }
 };
 
-// A subscriber (rank) whose engine is `engine`, connected; every apply is checked to leave
-// the engine on a whole version (`bad` collects the others).
+// A subscriber (rank) over UCX whose engine is `engine`, connected.
 std::unique_ptr<Subscriber> connect_engine(const TestGroup& g, uint32_t rank, Weights& engine,
                                            std::vector<std::string>& bad) {
-  SubscriberOptions so = one_thread<SubscriberOptions>(rank);
-  so.after_apply = [&engine, &bad](uint64_t v) {
-    Weights expect;
-    expect.set(v);
-    if (engine.vec != expect.vec || engine.packed != expect.packed) {
-      bad.push_back("v" + std::to_string(v));
-    }
-  };
-  auto s = Subscriber::create(g.config(), so);
-  if (!s.ok()) return nullptr;
-  for (const auto& r : engine.refs()) {
-    if (!(*s)->register_tensor(r).ok()) return nullptr;
-  }
-  if (!(*s)->connect().ok()) return nullptr;
-  return std::move(s).value();
-}
-
-// The transport `rank` acked `version` with, from the coordinator's status ("" if none).
-std::string acked_transport(const proto::StatusReply& status, uint64_t version, uint32_t rank) {
-  for (const auto& v : status.versions()) {
-    if (v.version() != version) continue;
-    for (const auto& r : v.results()) {
-      if (r.rank() == rank && r.result() == "ok") return r.transport();
-    }
-  }
-  return "";
+  return connect_engine(g, one_thread<SubscriberOptions>(rank), engine, bad);
 }
 
 TEST_P(GroupUcx, LiveSubscribersReadDeltasOverUcx) {

@@ -80,4 +80,36 @@ struct TrainerSide {
   std::string error;
 };
 
+// A subscriber with options `so` whose engine is `engine`, connected (null on a failure);
+// every apply is checked to leave the engine on a whole version (`bad` collects the others).
+inline std::unique_ptr<Subscriber> connect_engine(const TestGroup& g, SubscriberOptions so,
+                                                  Weights& engine, std::vector<std::string>& bad) {
+  so.after_apply = [&engine, &bad](uint64_t v) {
+    Weights expect;
+    expect.set(v);
+    if (engine.vec != expect.vec || engine.packed != expect.packed) {
+      bad.push_back("v" + std::to_string(v));
+    }
+  };
+  auto s = Subscriber::create(g.config(), so);
+  if (!s.ok()) return nullptr;
+  for (const auto& r : engine.refs()) {
+    if (!(*s)->register_tensor(r).ok()) return nullptr;
+  }
+  if (!(*s)->connect().ok()) return nullptr;
+  return std::move(s).value();
+}
+
+// The transport `rank` acked `version` with, from the coordinator's status ("" if none).
+inline std::string acked_transport(const proto::StatusReply& status, uint64_t version,
+                                   uint32_t rank) {
+  for (const auto& v : status.versions()) {
+    if (v.version() != version) continue;
+    for (const auto& r : v.results()) {
+      if (r.rank() == rank && r.result() == "ok") return r.transport();
+    }
+  }
+  return "";
+}
+
 }  // namespace weightcast::testing

@@ -18,20 +18,13 @@
 
 #include "codec/cuda_codec.h"
 #include "tests/codec/test_data.h"
+#include "tests/transport_nccl/nccl_test_skip.h"
 
 namespace weightcast::nccl {
 namespace {
 
 using namespace std::chrono_literals;
 using Bytes = std::vector<uint8_t>;
-
-#define SKIP_WITHOUT_NCCL_GPU()                                                             \
-  do {                                                                                      \
-    std::string why;                                                                        \
-    if (!cuda_codec::device_usable(&why)) GTEST_SKIP() << "no usable CUDA device: " << why; \
-    auto lib = load_nccl();                                                                 \
-    if (!lib.ok()) GTEST_SKIP() << "NCCL not loadable: " << lib.status().message();         \
-  } while (0)
 
 struct DeviceBytes {
   explicit DeviceBytes(size_t n, bool managed = false) : size(n) {

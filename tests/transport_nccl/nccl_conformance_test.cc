@@ -9,11 +9,10 @@
 #include <memory>
 #include <string>
 
-#include "codec/cuda_codec.h"
 #include "tests/transport/transport_conformance.h"
+#include "tests/transport_nccl/nccl_test_skip.h"
 #include "transport/nccl/broadcast_transport.h"
 #include "transport/nccl/nccl_broadcast_group.h"
-#include "transport/nccl/nccl_library.h"
 
 namespace weightcast::testing {
 namespace {
@@ -48,10 +47,8 @@ TransportPeers not_viable(const std::string& why) {
 }
 
 TransportPeers connect_one_rank() {
-  std::string why;
-  if (!cuda_codec::device_usable(&why)) return not_viable("no usable CUDA device: " + why);
-  auto lib = nccl::load_nccl();
-  if (!lib.ok()) return not_viable("NCCL not loadable: " + lib.status().message());
+  const std::string unusable = nccl::nccl_gpu_unusable();
+  if (!unusable.empty()) return not_viable(unusable);
   nccl::NcclBroadcastGroupOptions options;
   options.bucket_bytes = 1 << 20;  // the suite's parts span several buckets
   nccl::NcclBroadcastGroupFactory groups(options);

@@ -14,21 +14,13 @@
 #include "codec/cuda_codec.h"
 #include "codec/delta_encoder.h"
 #include "tests/codec/test_data.h"
+#include "tests/transport_nccl/nccl_test_skip.h"
 #include "transport/nccl/bucket_broadcaster.h"
 
 namespace weightcast::nccl {
 namespace {
 
 using namespace std::chrono_literals;
-
-#define SKIP_WITHOUT_NCCL_GPU()                                                             \
-  do {                                                                                      \
-    std::string why;                                                                        \
-    if (!cuda_codec::device_usable(&why)) GTEST_SKIP() << "no usable CUDA device: " << why; \
-    auto lib = load_nccl();                                                                 \
-    if (!lib.ok()) GTEST_SKIP() << "NCCL not loadable: " << lib.status().message();         \
-    std::printf("NCCL %d from %s\n", (*lib)->version, (*lib)->path.c_str());                \
-  } while (0)
 
 struct DeviceBytes {
   explicit DeviceBytes(size_t n) : size(n) { EXPECT_EQ(cudaMalloc(&p, n + 1), cudaSuccess); }
