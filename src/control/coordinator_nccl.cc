@@ -111,6 +111,12 @@ std::vector<OutgoingMessage> CoordinatorState::on_nccl_report(Member& member,
         ": " + report.reason();
     if (report.stage() == proto::NCCL_ROUND) {
       nccl_ended(nccl_.end(), why, out);
+      if (nccl_.suspended()) {
+        event(CoordinatorEvent::Kind::kNccl, 0, report.version(),
+              "no new epoch: " + std::to_string(NcclEpochs::kMaxFailedEpochs) +
+                  " epochs in a row failed before carrying a version; ranks use their other "
+                  "transport until a rank joins or leaves");
+      }
     } else {
       // It could not make or join a communicator: it falls back until its next Hello.
       nccl_ended(nccl_.left(member.rank),

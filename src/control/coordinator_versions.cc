@@ -89,6 +89,7 @@ std::vector<OutgoingMessage> CoordinatorState::on_ack(Member& member, const prot
   }
   member.held = v;
   if (!member.acked || v > *member.acked) member.acked = v;
+  if (ack.transport() == "nccl") nccl_.carried();
   set_result(v, member.rank, "ok", ack.apply_us(), ack.bytes_read());
   if (auto r = versions_.find(v); r != versions_.end() && r->second.results.count(member.rank)) {
     r->second.results[member.rank].set_transport(ack.transport());

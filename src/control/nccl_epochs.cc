@@ -13,31 +13,42 @@ std::optional<int> NcclEpoch::nccl_rank(uint32_t rank) const {
 
 std::optional<NcclEpoch> NcclEpochs::end_if_member(uint32_t rank) {
   if (!current_ || !current_->nccl_rank(rank)) return std::nullopt;
-  return end();
+  return end(false);
 }
 
 std::optional<NcclEpoch> NcclEpochs::joined(uint32_t rank, bool publisher) {
   auto ended = end_if_member(rank);
   auto [it, inserted] = members_.try_emplace(rank, publisher);
-  if (inserted || it->second != publisher) changed_ = true;
+  if (inserted || it->second != publisher || ended) {
+    changed_ = true;
+    failures_in_a_row_ = 0;  // new membership: worth trying again
+  }
   it->second = publisher;
   return ended;
 }
 
 std::optional<NcclEpoch> NcclEpochs::left(uint32_t rank) {
   auto ended = end_if_member(rank);
-  if (members_.erase(rank) > 0) changed_ = true;
+  if (members_.erase(rank) > 0) {
+    changed_ = true;
+    failures_in_a_row_ = 0;
+  }
   return ended;
 }
 
-std::optional<NcclEpoch> NcclEpochs::end() {
+std::optional<NcclEpoch> NcclEpochs::end(bool failure) {
   if (!current_) return std::nullopt;
   changed_ = true;
+  if (failure) ++failures_in_a_row_;
   return std::exchange(current_, std::nullopt);
 }
 
+void NcclEpochs::carried() {
+  failures_in_a_row_ = 0;
+}
+
 std::optional<NcclEpoch> NcclEpochs::begin_version(uint64_t version) {
-  if (!changed_) return std::nullopt;
+  if (!changed_ || suspended()) return std::nullopt;
   changed_ = false;
   NcclEpoch e;
   for (const auto& [rank, publisher] : members_) {

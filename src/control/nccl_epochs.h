@@ -51,7 +51,15 @@ class NcclEpochs {
   std::optional<NcclEpoch> left(uint32_t rank);
   // Ends the epoch in force (a broadcast failed, formation took too long); the next
   // begin_version starts a new one with the same members. Returns it, if one was in force.
-  std::optional<NcclEpoch> end();
+  // `failure` counts towards the suspension below.
+  std::optional<NcclEpoch> end(bool failure = true);
+  // A version arrived over the epoch in force: the failures in a row are forgotten.
+  void carried();
+  // After kMaxFailedEpochs epochs in a row ended by failure without carrying a version, no
+  // epoch forms until membership changes (a join or a leave): a fault that outlives epochs
+  // (a broken link, a misconfigured NCCL) would otherwise cost one deadline per version.
+  static constexpr uint32_t kMaxFailedEpochs = 3;
+  bool suspended() const { return failures_in_a_row_ >= kMaxFailedEpochs; }
 
   // Called when `version` is offered. When membership changed (or an epoch ended) since the
   // epoch in force started, starts and returns a new, forming epoch if the members include a
@@ -75,6 +83,7 @@ class NcclEpochs {
 
   std::map<uint32_t, bool> members_;  // group rank -> publisher
   bool changed_ = true;
+  uint32_t failures_in_a_row_ = 0;
   uint64_t next_epoch_ = 1;
   std::optional<NcclEpoch> current_;
 };

@@ -4,6 +4,7 @@
 // report, a formation past its deadline) with its members told to abort.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "src/control/group_status.h"
@@ -194,6 +195,22 @@ TEST(CoordinatorNccl, AFailedRoundEndsTheEpochAndTheNextVersionRebuildsIt) {
   EXPECT_EQ(g.state.nccl_epoch()->epoch, 2u);
   EXPECT_EQ(g.state.nccl_epoch()->ranks, (std::vector<uint32_t>{1, 2, 3}))
       << "a failed round keeps every member";
+}
+
+TEST(CoordinatorNccl, RoundsFailingEpochAfterEpochSuspendNcclUntilARankJoins) {
+  NcclGroup g;
+  for (uint64_t epoch = 1; epoch <= NcclEpochs::kMaxFailedEpochs; ++epoch) {
+    g.form_epoch(epoch, epoch);
+    g.send(2, report(2, epoch, proto::NCCL_ROUND, false, "version: 1 reason: 'link down'"));
+  }
+  const auto events = g.state.take_events();
+  EXPECT_TRUE(std::any_of(events.begin(), events.end(), [](const CoordinatorEvent& e) {
+    return e.kind == Kind::kNccl && e.detail.find("no new epoch") != std::string::npos;
+  }));
+  EXPECT_TRUE(stages(g.publish_in(10, 0)).empty()) << "suspended: no make_id";
+  EXPECT_EQ(g.state.nccl_epoch(), nullptr);
+  join_nccl(g, 4);
+  EXPECT_EQ(stages(g.publish_in(11, 0)).size(), 1u) << "a join ends the suspension";
 }
 
 TEST(CoordinatorNccl, ARankThatCannotJoinFallsBackUntilItsNextHello) {

@@ -130,6 +130,32 @@ TEST(NcclEpochs, OnlyThePublisherOfLowestRankRootsAnEpoch) {
   EXPECT_FALSE(e.left(9).has_value());
 }
 
+TEST(NcclEpochs, EpochsThatKeepFailingAreSuspendedUntilMembershipChanges) {
+  NcclEpochs e;
+  e.joined(1, true);
+  e.joined(2, false);
+  for (uint64_t v = 1; v <= NcclEpochs::kMaxFailedEpochs; ++v) {
+    EXPECT_FALSE(e.suspended());
+    form(e, v);
+    ASSERT_TRUE(e.end().has_value());
+  }
+  EXPECT_TRUE(e.suspended());
+  EXPECT_FALSE(e.begin_version(10).has_value()) << "suspended";
+  e.joined(3, false);  // new membership: worth another try
+  EXPECT_FALSE(e.suspended());
+  form(e, 11);
+  ASSERT_TRUE(e.end().has_value());
+  e.carried();  // a version got through: the count starts again
+  form(e, 12);
+  ASSERT_TRUE(e.end().has_value());
+  form(e, 13);
+  ASSERT_TRUE(e.end().has_value());
+  EXPECT_FALSE(e.suspended()) << "two failures since the last carried version";
+  ASSERT_TRUE(e.begin_version(14).has_value());
+  EXPECT_FALSE(e.left(2)->ready) << "a leave is not a failure";
+  EXPECT_FALSE(e.suspended());
+}
+
 TEST(NcclEpochs, NoEpochWithoutAPublisherOrWithoutASubscriber) {
   NcclEpochs e;
   e.joined(4, false);
