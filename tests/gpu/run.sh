@@ -10,7 +10,8 @@
 #   preflight.log       host, glibc against the bundle's MANIFEST, unresolved libraries, and
 #                       the GPU summary from nvidia-smi (absent GPU: noted, not an error)
 #   service_tests.log   the CUDA executor, staging and packed-expert gtests, under a timeout,
-#                       then group_tests' CudaStaging* (endpoints publishing CUDA tensors)
+#                       then group_tests' CudaStaging* (endpoints publishing CUDA tensors) and
+#                       NcclGroupOnOneGpu* (the rank group over NCCL, where two ranks fit a GPU)
 #   codec_tests.log     the CUDA codec gtests (Cuda*, ChunkCodecHd*)
 #   nccl_tests.log      the NCCL backend's one-GPU tests, the broadcast group's included (NCCL
 #                       from the Python wheel there), then nccl_bucket_bench's JSON (schedule vs
