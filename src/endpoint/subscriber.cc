@@ -254,6 +254,7 @@ void Subscriber::attempt(uint64_t target) {
     c.set_checksum(reader_->checksum(i));
     checksums.push_back(reader_->checksum(i));
   }
+  if (nccl_) nccl_->forget_through(version);  // rounds of versions now held are not needed
   {
     std::lock_guard<std::mutex> lock(mu_);
     current_ = version;
