@@ -277,18 +277,10 @@ void NcclLive::run_receive(const Task& t) {
     }
     FetchedDelta out;
     ASSIGN_OR_RETURN(out.manifest, parse_manifest(round.parts[0].bytes, what + " MANIFEST"));
-    if (out.manifest.version() != t.version ||
-        static_cast<size_t>(out.manifest.parts_size()) + 1 != round.parts.size()) {
-      return data_loss(what + ": its manifest (version " + std::to_string(out.manifest.version()) +
-                       ", " + std::to_string(out.manifest.parts_size()) +
-                       " parts) disagrees with the " + std::to_string(round.parts.size()) +
-                       " parts broadcast");
-    }
+    std::vector<std::string> served;
+    for (const auto& p : round.parts) served.push_back(p.name);
+    RETURN_IF_ERROR(check_live_delta_parts(what, t.version, out.manifest, served));
     for (size_t i = 1; i < round.parts.size(); ++i) {
-      if (round.parts[i].name != out.manifest.parts(static_cast<int>(i - 1)).file()) {
-        return data_loss(what + ": part '" + round.parts[i].name + "' is not the manifest's '" +
-                         out.manifest.parts(static_cast<int>(i - 1)).file() + "'");
-      }
       out.parts.push_back(std::move(round.parts[i].bytes));
     }
     out.bytes_read = round.bytes;

@@ -16,6 +16,24 @@ bool ucx_built() {
   return WEIGHTCAST_HAVE_UCX != 0;
 }
 
+Status check_live_delta_parts(const std::string& what, uint64_t version,
+                              const proto::StepManifest& manifest,
+                              const std::vector<std::string>& served) {
+  if (manifest.version() != version ||
+      static_cast<size_t>(manifest.parts_size()) + 1 != served.size()) {
+    return data_loss(what + ": its manifest (version " + std::to_string(manifest.version()) + ", " +
+                     std::to_string(manifest.parts_size()) + " parts) disagrees with the " +
+                     std::to_string(served.size()) + " parts served");
+  }
+  for (size_t i = 1; i < served.size(); ++i) {
+    if (served[i] != manifest.parts(static_cast<int>(i - 1)).file()) {
+      return data_loss(what + ": served part '" + served[i] + "' is not the manifest's '" +
+                       manifest.parts(static_cast<int>(i - 1)).file() + "'");
+    }
+  }
+  return ok_status();
+}
+
 #if WEIGHTCAST_HAVE_UCX
 namespace {
 
@@ -129,18 +147,10 @@ Result<FetchedDelta> UcxLiveFetcher::fetch(uint64_t version, const std::string& 
     RETURN_IF_ERROR(transport_->fetch(version, d.parts[0], manifest, deadline));
     ASSIGN_OR_RETURN(out.manifest, parse_manifest(manifest, what + " " + kUcxManifestPart));
     out.bytes_read = manifest.size();
-    if (out.manifest.version() != version ||
-        static_cast<size_t>(out.manifest.parts_size()) + 1 != d.parts.size()) {
-      return data_loss(what + ": its manifest (version " + std::to_string(out.manifest.version()) +
-                       ", " + std::to_string(out.manifest.parts_size()) +
-                       " parts) disagrees with the " + std::to_string(d.parts.size()) +
-                       " served parts");
-    }
+    std::vector<std::string> served;
+    for (const auto& p : d.parts) served.push_back(p.name);
+    RETURN_IF_ERROR(check_live_delta_parts(what, version, out.manifest, served));
     for (size_t i = 1; i < d.parts.size(); ++i) {
-      if (d.parts[i].name != out.manifest.parts(static_cast<int>(i - 1)).file()) {
-        return data_loss(what + ": served part '" + d.parts[i].name + "' is not the manifest's '" +
-                         out.manifest.parts(static_cast<int>(i - 1)).file() + "'");
-      }
       std::vector<uint8_t> bytes(d.parts[i].bytes);
       RETURN_IF_ERROR(transport_->fetch(version, d.parts[i], bytes, deadline));
       out.bytes_read += bytes.size();

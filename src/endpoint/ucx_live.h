@@ -76,6 +76,13 @@ struct FetchedDelta {
   uint64_t bytes_read = 0;
 };
 
+// Checks a live delta's served parts against its manifest (version `version`): `served` names
+// the parts in the order served, the manifest part first, then exactly the manifest's part
+// files in its order. kDataLoss naming `what` otherwise. Shared by the UCX and NCCL paths.
+Status check_live_delta_parts(const std::string& what, uint64_t version,
+                              const proto::StepManifest& manifest,
+                              const std::vector<std::string>& served);
+
 // Subscriber side. After a connection error the UCX objects are rebuilt on the next fetch (a
 // restarted publisher has a new worker address).
 class UcxLiveFetcher {
