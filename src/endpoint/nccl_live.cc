@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "codec/cuda_codec.h"
+#include "src/control/group_config_nccl.h"
 #include "src/control/messages.h"
 #include "transport/fs/journal_files.h"
 #include "transport/nccl/broadcast_round.h"
@@ -24,6 +25,11 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kKeptRounds = 8;
 
 }  // namespace
+
+std::chrono::milliseconds nccl_timeout(const proto::NcclConfig& config) {
+  return std::chrono::milliseconds(config.timeout_ms() ? config.timeout_ms()
+                                                       : kDefaultNcclTimeoutMs);
+}
 
 Result<std::unique_ptr<nccl::BroadcastGroupFactory>> make_nccl_groups(
     const proto::NcclConfig& config, int device) {

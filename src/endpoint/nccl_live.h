@@ -50,9 +50,11 @@ Result<std::unique_ptr<nccl::BroadcastGroupFactory>> make_nccl_groups(
 // Makes the groups a rank uses (tests pass the loopback group's factory).
 using NcclGroupsMaker = std::function<Result<std::unique_ptr<nccl::BroadcastGroupFactory>>()>;
 
+// The config's nccl.timeout_ms, or its default when unset.
+std::chrono::milliseconds nccl_timeout(const proto::NcclConfig& config);
+
 struct NcclLiveOptions {
   uint32_t rank = 0;
-  bool publisher = false;
   std::chrono::milliseconds timeout{60000};   // a join, a round
   std::function<void(proto::Envelope)> send;  // to the coordinator (RankLink::send)
   std::function<void(const std::string&)> log;

@@ -104,9 +104,7 @@ Result<std::unique_ptr<Publisher>> Publisher::start(const proto::GroupConfig& co
   if (nccl_groups) {
     NcclLiveOptions live;
     live.rank = p->options_.rank;
-    live.publisher = true;
-    live.timeout =
-        std::chrono::milliseconds(config.nccl().timeout_ms() ? config.nccl().timeout_ms() : 60000);
+    live.timeout = nccl_timeout(config.nccl());
     live.send = [self](proto::Envelope e) { self->link_->send(std::move(e)); };
     live.log = p->options_.log;
     p->nccl_ = std::make_unique<NcclLive>(std::move(nccl_groups), std::move(live));

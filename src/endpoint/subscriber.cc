@@ -110,8 +110,7 @@ Status Subscriber::connect() {
   if (nccl_groups) {
     NcclLiveOptions live;
     live.rank = options_.rank;
-    live.timeout = std::chrono::milliseconds(
-        config_.nccl().timeout_ms() ? config_.nccl().timeout_ms() : 60000);
+    live.timeout = nccl_timeout(config_.nccl());
     live.send = [this](proto::Envelope e) {
       if (link_) link_->send(std::move(e));
     };

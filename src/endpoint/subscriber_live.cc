@@ -43,8 +43,8 @@ std::optional<Status> Subscriber::apply_over_nccl(uint64_t target, uint64_t* byt
   const std::optional<uint64_t> held = reader_->held();
   if (!nccl_ || !held || *held >= target) return std::nullopt;
   // A round has the NCCL deadline; the worker waits a little longer for its outcome.
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(config_.nccl().timeout_ms() + 1000);
+  const auto deadline =
+      std::chrono::steady_clock::now() + nccl_timeout(config_.nccl()) + std::chrono::seconds(1);
   for (uint64_t v = *held + 1; v <= target; ++v) {
     auto received = nccl_->take_received(v, deadline);
     if (!received) {
