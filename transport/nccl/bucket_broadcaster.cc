@@ -1,20 +1,11 @@
 #include "transport/nccl/bucket_broadcaster.h"
 
+#include "transport/nccl/cuda_status.h"
+
 namespace weightcast::nccl {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-Status cuda_failed(const std::string& who, const char* call, cudaError_t e) {
-  return io_error(who + ": " + call + " failed: " + cudaGetErrorName(e) + " (" +
-                  cudaGetErrorString(e) + ")");
-}
-
-#define WC_NCCL_CUDA(call, who)                                      \
-  do {                                                               \
-    const cudaError_t wc_e_ = (call);                                \
-    if (wc_e_ != cudaSuccess) return cuda_failed(who, #call, wc_e_); \
-  } while (0)
 
 }  // namespace
 

@@ -1,5 +1,7 @@
 #include "transport/nccl/nccl_broadcast_group.h"
 
+#include "transport/nccl/cuda_status.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -10,17 +12,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr uint64_t kStagingAlign = 256;
-
-Status cuda_failed(const std::string& who, const char* call, cudaError_t e) {
-  return io_error(who + ": " + call + " failed: " + cudaGetErrorName(e) + " (" +
-                  cudaGetErrorString(e) + ")");
-}
-
-#define WC_GROUP_CUDA(call, who)                                     \
-  do {                                                               \
-    const cudaError_t wc_e_ = (call);                                \
-    if (wc_e_ != cudaSuccess) return cuda_failed(who, #call, wc_e_); \
-  } while (0)
 
 // What is left of `deadline`, never negative.
 std::chrono::milliseconds time_left(Deadline deadline) {
@@ -208,10 +199,10 @@ Status NcclBroadcastGroup::run_round(std::span<const SchedulePart> parts,
     return deadline_exceeded(who() + ": the round's deadline passed before it started");
   }
 
-  WC_GROUP_CUDA(cudaSetDevice(options_.device), who());
+  WC_NCCL_CUDA(cudaSetDevice(options_.device), who());
   if (caster_ == nullptr) {
-    WC_GROUP_CUDA(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), who());
-    WC_GROUP_CUDA(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming), who());
+    WC_NCCL_CUDA(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), who());
+    WC_NCCL_CUDA(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming), who());
     ASSIGN_OR_RETURN(
         caster_, BucketBroadcaster::create(comm_.get(), options_.bucket_bytes, options_.buffers));
   }
@@ -219,8 +210,8 @@ Status NcclBroadcastGroup::run_round(std::span<const SchedulePart> parts,
   uint8_t* staging = nullptr;
   if (pl.staging_bytes > 0) {
     void* p = nullptr;
-    WC_GROUP_CUDA(cudaMalloc(&p, pl.staging_bytes),
-                  who() + " staging " + std::to_string(pl.staging_bytes) + " bytes of host parts");
+    WC_NCCL_CUDA(cudaMalloc(&p, pl.staging_bytes),
+                 who() + " staging " + std::to_string(pl.staging_bytes) + " bytes of host parts");
     staging = static_cast<uint8_t*>(p);
     for (const Placement::Staged& st : pl.staged) {
       PartBuffers& b = pl.buffers[st.part];
@@ -238,18 +229,18 @@ Status NcclBroadcastGroup::run_round(std::span<const SchedulePart> parts,
       const std::string what =
           who() + (in ? ": staging the source of " : ": copying out ") + part_name(parts, st.part);
       if (in) {
-        WC_GROUP_CUDA(cudaMemcpyAsync(staging + st.offset, sources[st.part].data(), n,
-                                      cudaMemcpyHostToDevice, copy_stream_),
-                      what);
+        WC_NCCL_CUDA(cudaMemcpyAsync(staging + st.offset, sources[st.part].data(), n,
+                                     cudaMemcpyHostToDevice, copy_stream_),
+                     what);
       } else {
-        WC_GROUP_CUDA(cudaMemcpyAsync(destinations[st.part].data(), staging + st.offset, n,
-                                      cudaMemcpyDeviceToHost, copy_stream_),
-                      what);
+        WC_NCCL_CUDA(cudaMemcpyAsync(destinations[st.part].data(), staging + st.offset, n,
+                                     cudaMemcpyDeviceToHost, copy_stream_),
+                     what);
       }
       any = true;
     }
     if (!any) return ok_status();
-    WC_GROUP_CUDA(cudaEventRecord(copied_, copy_stream_), who());
+    WC_NCCL_CUDA(cudaEventRecord(copied_, copy_stream_), who());
     const Status s = comm_->wait(copied_, deadline);
     return s.ok() ? s : s.with_context(in ? "staging host sources" : "copying out to host");
   };

@@ -1,5 +1,7 @@
 #include "transport/nccl/nccl_communicator.h"
 
+#include "transport/nccl/cuda_status.h"
+
 #include <thread>
 
 namespace weightcast::nccl {
@@ -7,11 +9,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kPoll = std::chrono::microseconds(50);
-
-Status cuda_failed(const std::string& who, const char* call, cudaError_t e) {
-  return io_error(who + ": " + call + " failed: " + cudaGetErrorName(e) + " (" +
-                  cudaGetErrorString(e) + ")");
-}
 
 }  // namespace
 
