@@ -9,8 +9,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <span>
 #include <thread>
 
 #include "src/ucx_perftest.h"
@@ -43,8 +46,8 @@ uint64_t iterations_for(uint64_t configured, uint64_t bytes) {
 
 // The publisher process: publishes version 1 with one part per size under UCX_TLS=`tls`,
 // then keeps it readable until `release_fd` reaches EOF (the parent closed it, or died).
-int run_publisher(const std::string& tls, const std::string& dir,
-                  const std::vector<uint64_t>& sizes, int release_fd) {
+int run_publisher(const std::string& tls, UcxPublisherOptions::Memory memory,
+                  const std::string& dir, const std::vector<uint64_t>& sizes, int release_fd) {
   std::vector<std::vector<uint8_t>> buffers;
   std::vector<PartPayload> parts;
   uint64_t x = 0x9E3779B97F4A7C15ull;
@@ -53,7 +56,7 @@ int run_publisher(const std::string& tls, const std::string& dir,
     for (auto& byte : b) byte = static_cast<uint8_t>((x += 0x9E3779B97F4A7C15ull) >> 56);
   }
   for (size_t i = 0; i < sizes.size(); ++i) parts.push_back({part_name(sizes[i]), buffers[i]});
-  UcxPublisherTransport publisher({std::make_shared<FileStore>(dir), tls, 1});
+  UcxPublisherTransport publisher({std::make_shared<FileStore>(dir), tls, 1, memory});
   if (!publisher.info().viable) {
     std::fprintf(stderr, "weightcast bench ucx: publisher with UCX_TLS=%s is not viable: %s\n",
                  tls.c_str(), publisher.info().why_not_viable.c_str());
@@ -70,7 +73,17 @@ int run_publisher(const std::string& tls, const std::string& dir,
   return 0;
 }
 
-// One forked publisher per transport. All are forked before this process touches UCX, so
+// What a publisher process serves with: UCX_TLS and where it serves parts from.
+struct Group {
+  std::string tls;
+  UcxPublisherOptions::Memory memory;
+};
+
+const char* memory_name(UcxPublisherOptions::Memory m) {
+  return m == UcxPublisherOptions::Memory::kInPlace ? "in_place" : "copy";
+}
+
+// One forked publisher per group. All are forked before this process touches UCX, so
 // each child starts from a clean UCX state (no inherited, dead async thread).
 class Publishers {
  public:
@@ -88,10 +101,11 @@ class Publishers {
     for (size_t i = 0; i < procs_.size(); ++i) release(i);
   }
 
-  Status start(const std::vector<std::string>& tls, const std::vector<uint64_t>& sizes) {
+  // One publisher per group.
+  Status start(const std::vector<Group>& groups, const std::vector<uint64_t>& sizes) {
     std::fflush(stdout);
     std::fflush(stderr);
-    for (const auto& t : tls) {
+    for (const auto& [t, memory] : groups) {
       Process& p = procs_.emplace_back();
       p.tls = t;
       std::string tmpl =
@@ -116,7 +130,7 @@ class Publishers {
           if (other.release_fd >= 0) ::close(other.release_fd);
         }
         ::close(fds[1]);
-        ::_exit(run_publisher(t, p.dir, sizes, fds[0]));
+        ::_exit(run_publisher(t, memory, p.dir, sizes, fds[0]));
       }
       ::close(fds[0]);
       p.release_fd = fds[1];
@@ -190,6 +204,12 @@ Result<double> time_fetches(UcxSubscriberTransport& subscriber, const PartDescri
   return static_cast<double>(part.bytes) * static_cast<double>(n) / s / 1e9;
 }
 
+Status copy_store_entry(FileStore from, RendezvousStore& to, const std::string& key) {
+  ASSIGN_OR_RETURN(auto value, from.get(key));
+  if (!value) return internal_error("bench ucx: the publisher's store has no '" + key + "'");
+  return to.put(key, std::move(*value));
+}
+
 Status check_config(const UcxBenchmarkConfig& c) {
   if (c.tls.empty()) return invalid_argument("bench ucx: no transport given (--tls)");
   for (const auto& t : c.tls) {
@@ -205,6 +225,14 @@ Status check_config(const UcxBenchmarkConfig& c) {
     }
   }
   if (c.repetitions < 1) return invalid_argument("bench ucx: repetitions must be at least 1");
+  if (c.publisher_memory.empty()) {
+    return invalid_argument("bench ucx: no publisher memory given (--publisher-memory)");
+  }
+  for (const auto& m : c.publisher_memory) {
+    if (m != "in_place" && m != "copy") {
+      return invalid_argument("bench ucx: publisher memory '" + m + "' is not in_place or copy");
+    }
+  }
   return ok_status();
 }
 
@@ -224,13 +252,26 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
   const size_t max_in_flight = c.max_in_flight > 0 ? c.max_in_flight : defaults.max_in_flight;
 
   Publishers publishers;
-  RETURN_IF_ERROR(publishers.start(c.tls, sizes));
+  std::vector<Group> groups;
+  for (const auto& tls : c.tls) {
+    for (const auto& m : c.publisher_memory) {
+      groups.push_back({tls, m == "in_place" ? UcxPublisherOptions::Memory::kInPlace
+                                             : UcxPublisherOptions::Memory::kCopyToUcxMemory});
+    }
+  }
+  RETURN_IF_ERROR(publishers.start(groups, sizes));
   nlohmann::json cases = nlohmann::json::array();
-  for (size_t t = 0; t < c.tls.size(); ++t) {
-    const std::string& tls = c.tls[t];
+  for (size_t t = 0; t < groups.size(); ++t) {
+    const std::string& tls = groups[t].tls;
+    const char* memory = memory_name(groups[t].memory);
     RETURN_IF_ERROR(publishers.wait_published(t, deadline_in(seconds(120))));
     UcxSubscriberOptions options;
-    options.store = std::make_shared<FileStore>(publishers[t].dir);
+    // As a live subscriber does with the blob its Offer carries (src/endpoint/ucx_live.h): the
+    // blob in a store of this process, so that a fetch pays no file read.
+    auto local = std::make_shared<InMemoryStore>();
+    RETURN_IF_ERROR(
+        copy_store_entry(FileStore(publishers[t].dir), *local, ucx_version_key(kVersion)));
+    options.store = local;
     options.tls = tls;
     options.chunk_bytes = chunk_bytes;
     options.max_in_flight = max_in_flight;
@@ -242,7 +283,7 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
     ASSIGN_OR_RETURN(const VersionDescriptor d,
                      subscriber.describe(kVersion, deadline_in(seconds(10))));
     for (uint64_t bytes : sizes) {
-      const std::string what = case_name(tls, bytes);
+      const std::string what = case_name(tls, bytes) + ", publisher memory " + memory;
       auto part = std::find_if(d.parts.begin(), d.parts.end(),
                                [&](const PartDescriptor& p) { return p.name == part_name(bytes); });
       if (part == d.parts.end()) {
@@ -250,7 +291,14 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
       }
       const uint64_t iterations = iterations_for(c.iterations, bytes);
       const uint64_t warmup = std::max<uint64_t>(2, iterations / 10);
-      std::vector<uint8_t> dest(bytes);  // zero-filled: its pages are faulted in before timing
+      // Page-aligned like perftest's (UCX-allocated) buffers, and zero-filled so that its pages
+      // are faulted in before timing.
+      const std::unique_ptr<uint8_t, decltype(&std::free)> buffer(
+          static_cast<uint8_t*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096)),
+          &std::free);
+      if (!buffer) return internal_error("bench ucx: " + what + ": out of memory");
+      const std::span<uint8_t> dest(buffer.get(), bytes);
+      std::memset(dest.data(), 0, dest.size());
       for (uint64_t i = 0; i < warmup; ++i) {
         Status s = subscriber.fetch(kVersion, *part, dest, deadline_in(seconds(60)));
         if (!s.ok()) return s.with_context("bench ucx: " + what + ": warm-up fetch");
@@ -271,6 +319,7 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
       const double best_ours = *std::max_element(ours.begin(), ours.end());
       const double best_theirs = *std::max_element(theirs.begin(), theirs.end());
       cases.push_back({{"tls", tls},
+                       {"publisher_memory", memory},
                        {"part_bytes", bytes},
                        {"iterations", iterations},
                        {"warmup", warmup},
@@ -297,8 +346,11 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
       {"note",
        "GB/s = 1e9 bytes/s; best of `repetitions` interleaved runs per side. weightcast: "
        "UcxSubscriberTransport::fetch of one part published by a forked "
-       "UcxPublisherTransport (store lookup, chunked ucp_get_nbx, XXH3 verification "
-       "included); perftest: ucx_perftest's overall bandwidth (printed in MiB/s, converted). "
+       "UcxPublisherTransport serving its own buffers (in_place) or UCX-allocated copies (copy), "
+       "whose version blob this process holds as a live subscriber does (descriptor lookup, "
+       "chunked ucp_get_nbx or loads from the mapping where UCX maps the memory here, XXH3 "
+       "verification included) into a page-aligned buffer; perftest: ucx_perftest's overall "
+       "bandwidth (printed in MiB/s, converted). "
        "iterations 0 means ~1 GiB per run (16..1024 fetches)"}};
 }
 

@@ -2,10 +2,13 @@
 // ucx_perftest (`-t ucp_get`), same transports (UCX_TLS), same message size, same run, on
 // loopback.
 //  * weightcast: a UcxPublisherTransport in a forked process publishes one part per size
-//    (version 1, rendezvous through a FileStore in a temp directory); this process times
-//    `iterations` back-to-back UcxSubscriberTransport::fetch calls of a part after `warmup`
-//    untimed ones. A fetch is what a subscriber pays: the store lookup, the chunked gets and
-//    the XXH3 verification of the whole part.
+//    (version 1, rendezvous through a FileStore in a temp directory), from its own buffers or
+//    from copies (UcxPublisherOptions::Memory); this process copies the version blob into a
+//    store of its own, as a live subscriber holds the blob of its Offer, and times
+//    `iterations` back-to-back UcxSubscriberTransport::fetch calls of a part into a
+//    page-aligned buffer (as perftest's) after `warmup` untimed ones. A fetch is what a
+//    subscriber pays: the blob lookup, the chunked gets (or loads from the mapping) and the
+//    XXH3 verification of the whole part.
 //  * perftest: a ucx_perftest server and client (src/ucx_perftest.h), `-n iterations -w
 //    warmup`, one get of the part's size per iteration.
 // Both figures are GB/s (1e9 bytes per second); each case keeps the best of `repetitions`
@@ -33,12 +36,15 @@ struct UcxBenchmarkConfig {
   // The subscriber's get pipeline (UcxSubscriberOptions); 0 keeps the transport's default.
   size_t chunk_bytes = 0;
   size_t max_in_flight = 0;
+  // The publisher's UcxPublisherOptions::memory, one case group each: "in_place" (its
+  // buffers mapped where they are) and "copy" (copies in UCX-allocated memory).
+  std::vector<std::string> publisher_memory = {"in_place", "copy"};
   std::function<void(const std::string&)> log;  // progress lines, if set
 };
 
-// One JSON object: the configuration and "cases": [{tls, part_bytes, iterations, warmup,
-// weightcast_gbps, perftest_gbps, ratio, weightcast_gbps_runs, perftest_gbps_runs}].
-// Errors name the transport, size and side (publisher process, fetch, ucx_perftest) at fault.
+// One JSON object: the configuration and "cases": [{tls, publisher_memory, part_bytes, iterations,
+// warmup, weightcast_gbps, perftest_gbps, ratio, weightcast_gbps_runs, perftest_gbps_runs}]. Errors
+// name the transport, size and side (publisher process, fetch, ucx_perftest) at fault.
 Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& config);
 
 }  // namespace weightcast

@@ -47,6 +47,13 @@ void register_bench_ucx(CLI::App& bench, int& exit_code) {
   u->add_option("--max-in-flight", cfg->max_in_flight,
                 "Subscriber gets outstanding at once (0: the transport's default)")
       ->capture_default_str();
+  u->add_option("--publisher-memory", cfg->publisher_memory,
+                "Where the publisher serves parts from, comma-separated: in_place (its own "
+                "buffers, zero copy) and/or copy (UCX-allocated copies, which shared-memory "
+                "transports map into the subscriber)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"copy", "in_place"}))
+      ->capture_default_str();
   u->add_flag("--json", *json, "Print one JSON object (default: a short table)");
   u->callback([cfg, json, &exit_code] {
     cfg->log = [](const std::string& line) {
@@ -60,10 +67,11 @@ void register_bench_ucx(CLI::App& bench, int& exit_code) {
     if (*json) {
       std::printf("%s\n", r->dump(2).c_str());
     } else {
-      std::printf("%-6s %12s %16s %14s %7s\n", "tls", "part bytes", "weightcast GB/s",
-                  "perftest GB/s", "ratio");
+      std::printf("%-6s %-9s %12s %16s %14s %7s\n", "tls", "publisher", "part bytes",
+                  "weightcast GB/s", "perftest GB/s", "ratio");
       for (const auto& c : (*r)["cases"]) {
-        std::printf("%-6s %12llu %16.3f %14.3f %7.2f\n", c["tls"].get<std::string>().c_str(),
+        std::printf("%-6s %-9s %12llu %16.3f %14.3f %7.2f\n", c["tls"].get<std::string>().c_str(),
+                    c["publisher_memory"].get<std::string>().c_str(),
                     c["part_bytes"].get<unsigned long long>(), c["weightcast_gbps"].get<double>(),
                     c["perftest_gbps"].get<double>(), c["ratio"].get<double>());
       }

@@ -77,13 +77,17 @@ TEST(BenchUcxCli, SmallShmRunPrintsTheRequiredJson) {
   const size_t at = r.output.find('{');
   ASSERT_NE(at, std::string::npos) << r.output;
   const auto j = nlohmann::json::parse(r.output.substr(at));
-  ASSERT_EQ(j["cases"].size(), 1u) << j.dump();
-  const auto& c = j["cases"][0];
-  EXPECT_EQ(c["tls"], "shm");
-  EXPECT_EQ(c["part_bytes"], 1048576);
-  for (const char* key : {"weightcast_gbps", "perftest_gbps", "ratio"}) {
-    ASSERT_TRUE(c.contains(key)) << key;
-    EXPECT_GT(c[key].get<double>(), 0.0) << key;
+  // One case per publisher memory (in_place, copy), in that order.
+  ASSERT_EQ(j["cases"].size(), 2u) << j.dump();
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& c = j["cases"][i];
+    EXPECT_EQ(c["tls"], "shm");
+    EXPECT_EQ(c["publisher_memory"], i == 0 ? "in_place" : "copy");
+    EXPECT_EQ(c["part_bytes"], 1048576);
+    for (const char* key : {"weightcast_gbps", "perftest_gbps", "ratio"}) {
+      ASSERT_TRUE(c.contains(key)) << key;
+      EXPECT_GT(c[key].get<double>(), 0.0) << key;
+    }
   }
   EXPECT_GT(j["chunk_bytes"].get<double>(), 0.0);
   EXPECT_GT(j["max_in_flight"].get<double>(), 0.0);

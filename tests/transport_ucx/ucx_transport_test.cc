@@ -76,10 +76,42 @@ TransportPeers connect_ucx(const std::string& tls) {
   return peers;
 }
 
+// Memory::kCopyToUcxMemory: the publisher owns its copies, so nothing is kept here; corrupt()
+// flips a byte of the copy itself, at the address the version blob gives (publisher and
+// subscriber share this process). Over shm the subscriber reads the copy by loads from its
+// mapping (ucp_rkey_ptr), over tcp by gets.
+TransportPeers connect_ucx_copying(const std::string& tls) {
+  auto store = std::make_shared<InMemoryStore>();
+  UcxPublisherOptions options{store, tls, 2};
+  options.memory = UcxPublisherOptions::Memory::kCopyToUcxMemory;
+  auto publisher = std::make_unique<UcxPublisherTransport>(options);
+  UcxPublisherTransport* raw = publisher.get();
+  UcxSubscriberOptions sub;
+  sub.store = store;
+  sub.tls = tls;
+  TransportPeers peers;
+  peers.publisher = std::move(publisher);
+  peers.subscriber = std::make_unique<UcxSubscriberTransport>(sub);
+  peers.corrupt = [store](uint64_t version, const std::string& part) {
+    auto stored = store->get(ucx_version_key(version));
+    ASSERT_TRUE(stored.ok() && *stored) << "version " << version << " is not in the store";
+    auto blob = decode_ucx_version_blob(**stored);
+    ASSERT_TRUE(blob.ok()) << blob.status().to_string();
+    for (const auto& p : blob->parts) {
+      if (p.name == part) reinterpret_cast<uint8_t*>(p.remote_address)[p.bytes / 2] ^= 0x40;
+    }
+  };
+  peers.break_publisher = [raw] { raw->close_worker(); };
+  return peers;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Ucx, TransportConformance,
-    ::testing::Values(TransportBackend{"ucx_shm", [] { return connect_ucx("shm"); }},
-                      TransportBackend{"ucx_tcp", [] { return connect_ucx("tcp"); }}),
+    ::testing::Values(
+        TransportBackend{"ucx_shm", [] { return connect_ucx("shm"); }},
+        TransportBackend{"ucx_tcp", [] { return connect_ucx("tcp"); }},
+        TransportBackend{"ucx_shm_copying", [] { return connect_ucx_copying("shm"); }},
+        TransportBackend{"ucx_tcp_copying", [] { return connect_ucx_copying("tcp"); }}),
     [](const auto& info) { return info.param.name; });
 
 TEST_P(UcxForkedPublisher, PartArrivesFromAnotherProcess) {

@@ -2,6 +2,7 @@
 #include <xxhash.h>
 
 #include <cstdio>
+#include <cstring>
 #include <set>
 
 #include "transport/ucx/ucx_transport.h"
@@ -102,67 +103,135 @@ Status UcxPublisherTransport::publish(uint64_t version, std::span<const PartPayl
                               "' is empty, too long or repeated");
     }
   }
-  // Hashing is the slow part and needs no worker: done before taking the lock.
-  std::vector<uint64_t> hashes;
-  for (const auto& p : parts) hashes.push_back(XXH3_64bits(p.bytes.data(), p.bytes.size()));
   std::unique_lock lock(mu_, std::defer_lock);
-  if (!lock.try_lock_until(deadline)) return deadline_exceeded(what + ": publisher busy");
-  RETURN_IF_ERROR(sticky_.check());
-  if (!worker_) return sticky_.record(io_error(what + ": the publisher's worker is closed"));
-  return sticky_.record(publish_locked(version, parts, hashes, deadline));
+  auto relock = [&]() -> Status {
+    if (!lock.try_lock_until(deadline)) return deadline_exceeded(what + ": publisher busy");
+    RETURN_IF_ERROR(sticky_.check());
+    if (!worker_) return sticky_.record(io_error(what + ": the publisher's worker is closed"));
+    return ok_status();
+  };
+  std::vector<uint64_t> hashes;
+  if (options_.memory == UcxPublisherOptions::Memory::kInPlace) {
+    // Hashing is the slow part and needs no worker: done before taking the lock.
+    for (const auto& p : parts) hashes.push_back(XXH3_64bits(p.bytes.data(), p.bytes.size()));
+    RETURN_IF_ERROR(relock());
+    return sticky_.record(publish_locked(version, parts, hashes, {}, deadline));
+  }
+  // Allocated under the lock, filled (and hashed from the copy, so that the hash describes
+  // what is served) without it, so that gets of older versions keep being served meanwhile.
+  RETURN_IF_ERROR(relock());
+  auto memhs = allocate_locked(parts, what);
+  if (!memhs.ok()) return sticky_.record(memhs.status());
+  lock.unlock();
+  std::vector<PartPayload> copies;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::span<uint8_t> to;
+    if ((*memhs)[i] != nullptr) {
+      ucp_mem_attr_t attr{};
+      attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
+      if (ucs_status_t s = ucp_mem_query((*memhs)[i], &attr); s != UCS_OK) {
+        unmap_all(*memhs);
+        return ucx_status(s, what + " part '" + parts[i].name + "': ucp_mem_query");
+      }
+      to = {static_cast<uint8_t*>(attr.address), parts[i].bytes.size()};
+      std::memcpy(to.data(), parts[i].bytes.data(), to.size());
+    }
+    hashes.push_back(XXH3_64bits(to.data(), to.size()));
+    copies.push_back({parts[i].name, to});
+  }
+  if (Status s = relock(); !s.ok()) {
+    if (!lock.owns_lock()) lock.lock();  // UCX calls stay serialized, even to clean up
+    unmap_all(*memhs);
+    return s;
+  }
+  return sticky_.record(publish_locked(version, copies, hashes, std::move(*memhs), deadline));
+}
+
+Result<std::vector<ucp_mem_h>> UcxPublisherTransport::allocate_locked(
+    std::span<const PartPayload> parts, const std::string& what) {
+  std::vector<ucp_mem_h> memhs;
+  for (const auto& p : parts) {
+    ucp_mem_h memh = nullptr;
+    if (!p.bytes.empty()) {
+      ucp_mem_map_params_t params{};
+      params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                          UCP_MEM_MAP_PARAM_FIELD_FLAGS | UCP_MEM_MAP_PARAM_FIELD_PROT;
+      params.address = nullptr;
+      params.length = p.bytes.size();
+      params.flags = UCP_MEM_MAP_ALLOCATE;
+      params.prot =
+          UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE | UCP_MEM_MAP_PROT_REMOTE_READ;
+      if (ucs_status_t s = ucp_mem_map(context_->get(), &params, &memh); s != UCS_OK) {
+        unmap_all(memhs);
+        return ucx_status(s, what + " part '" + p.name + "': ucp_mem_map of " +
+                                 std::to_string(p.bytes.size()) + " bytes to copy it into");
+      }
+    }
+    memhs.push_back(memh);
+  }
+  return memhs;
+}
+
+void UcxPublisherTransport::unmap_all(const std::vector<ucp_mem_h>& memhs) {
+  for (ucp_mem_h memh : memhs) {
+    if (memh != nullptr) (void)ucp_mem_unmap(context_->get(), memh);
+  }
 }
 
 Status UcxPublisherTransport::publish_locked(uint64_t version, std::span<const PartPayload> parts,
                                              const std::vector<uint64_t>& hashes,
-                                             Deadline deadline) {
+                                             std::vector<ucp_mem_h> memhs, Deadline deadline) {
   const std::string what = "ucx publish of version " + std::to_string(version);
-  if (has_latest_ && version <= latest_) {
-    return failed_precondition(what + " is not newer than the latest " + std::to_string(latest_));
-  }
-  // Another publisher may have used the store before this one (a restart): stay above it.
-  ASSIGN_OR_RETURN(auto stored, options_.store->get(kUcxLatestKey));
-  if (stored) {
-    auto blob = decode_ucx_version_blob(*stored);
-    if (blob.ok() && version <= blob->version) {
-      return failed_precondition(what + " is not newer than the store's latest " +
-                                 std::to_string(blob->version));
-    }
-  }
-  Published pub{version, {}};
-  UcxVersionBlob blob{version, worker_address_, {}};
+  const bool in_place = memhs.empty();
+  Published pub{version, std::move(memhs)};
   auto fail = [&](Status s) {
-    for (ucp_mem_h memh : pub.memhs) {
-      if (memh != nullptr) (void)ucp_mem_unmap(context_->get(), memh);
-    }
+    unmap_all(pub.memhs);
     return s;
   };
+  if (has_latest_ && version <= latest_) {
+    return fail(
+        failed_precondition(what + " is not newer than the latest " + std::to_string(latest_)));
+  }
+  // Another publisher may have used the store before this one (a restart): stay above it.
+  auto stored = options_.store->get(kUcxLatestKey);
+  if (!stored.ok()) return fail(stored.status());
+  if (*stored) {
+    auto blob = decode_ucx_version_blob(**stored);
+    if (blob.ok() && version <= blob->version) {
+      return fail(failed_precondition(what + " is not newer than the store's latest " +
+                                      std::to_string(blob->version)));
+    }
+  }
+  UcxVersionBlob blob{version, worker_address_, {}};
   for (size_t i = 0; i < parts.size(); ++i) {
     const PartPayload& p = parts[i];
     const std::string part_what = what + " part '" + p.name + "'";
     if (Status s = check_deadline(deadline, what); !s.ok()) return fail(s);
     UcxPartBlob b{
         p.name, p.bytes.size(), hashes[i], reinterpret_cast<uintptr_t>(p.bytes.data()), {}};
-    ucp_mem_h memh = nullptr;
-    if (!p.bytes.empty()) {
-      ucp_mem_map_params_t params{};
-      params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
-                          UCP_MEM_MAP_PARAM_FIELD_PROT;
-      // In place, read-only for everyone: subscribers only ever get from it.
-      params.address = const_cast<uint8_t*>(p.bytes.data());
-      params.length = p.bytes.size();
-      params.prot = UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_REMOTE_READ;
-      ucs_status_t s = ucp_mem_map(context_->get(), &params, &memh);
-      if (s != UCS_OK) return fail(ucx_status(s, part_what + ": ucp_mem_map"));
+    if (in_place) {
+      ucp_mem_h memh = nullptr;
+      if (!p.bytes.empty()) {
+        ucp_mem_map_params_t params{};
+        params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                            UCP_MEM_MAP_PARAM_FIELD_PROT;
+        // In place, read-only for everyone: subscribers only ever get from it.
+        params.address = const_cast<uint8_t*>(p.bytes.data());
+        params.length = p.bytes.size();
+        params.prot = UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_REMOTE_READ;
+        ucs_status_t s = ucp_mem_map(context_->get(), &params, &memh);
+        if (s != UCS_OK) return fail(ucx_status(s, part_what + ": ucp_mem_map"));
+      }
       pub.memhs.push_back(memh);
+    }
+    if (ucp_mem_h memh = pub.memhs[i]; memh != nullptr) {
       void* rkey = nullptr;
       size_t rkey_bytes = 0;
-      s = ucp_rkey_pack(context_->get(), memh, &rkey, &rkey_bytes);
+      const ucs_status_t s = ucp_rkey_pack(context_->get(), memh, &rkey, &rkey_bytes);
       if (s != UCS_OK) return fail(ucx_status(s, part_what + ": ucp_rkey_pack"));
       const auto* rb = static_cast<const uint8_t*>(rkey);
       b.rkey.assign(rb, rb + rkey_bytes);
       ucp_rkey_buffer_release(rkey);
-    } else {
-      pub.memhs.push_back(nullptr);
     }
     blob.parts.push_back(std::move(b));
   }
@@ -181,6 +250,10 @@ Status UcxPublisherTransport::publish_locked(uint64_t version, std::span<const P
     retire(published_.front());
     published_.pop_front();
   }
+  while (lingering_.size() > options_.keep_versions) {
+    unmap_all(lingering_.front().memhs);
+    lingering_.pop_front();
+  }
   return ok_status();
 }
 
@@ -188,8 +261,10 @@ void UcxPublisherTransport::retire(const Published& p) {
   // Erased before unmapping, so that no new fetch starts on memory about to be released.
   (void)options_.store->erase(ucx_version_key(p.version));
   if (has_latest_ && p.version == latest_) (void)options_.store->erase(kUcxLatestKey);
-  for (ucp_mem_h memh : p.memhs) {
-    if (memh != nullptr) (void)ucp_mem_unmap(context_->get(), memh);
+  if (options_.memory == UcxPublisherOptions::Memory::kCopyToUcxMemory && worker_) {
+    lingering_.push_back(p);
+  } else {
+    unmap_all(p.memhs);
   }
 }
 
@@ -197,8 +272,10 @@ void UcxPublisherTransport::close_worker() {
   stop_ = true;
   if (progress_.joinable()) progress_.join();
   std::lock_guard lock(mu_);
-  for (const auto& p : published_) retire(p);
+  for (const auto& p : published_) retire(p);  // copies move to lingering_
   published_.clear();
+  for (const auto& p : lingering_) unmap_all(p.memhs);
+  lingering_.clear();
   worker_.reset();
 }
 

@@ -8,10 +8,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <list>
 #include <memory>
 #include <thread>
 
+#include "transport/ucx/mapped_copy.h"
 #include "transport/ucx/ucx_transport.h"
 
 namespace weightcast {
@@ -29,6 +31,14 @@ constexpr size_t kMaxCachedRkeys = 256;
 // Bytes hashed between two progress calls while gets are in flight: small enough that the
 // gets (which, emulated over tcp or shm, need this worker's progress) keep streaming.
 constexpr size_t kHashSlice = 256 << 10;
+
+Status check_hash(uint64_t got, uint64_t expected) {
+  if (got == expected) return ok_status();
+  char hex[64];
+  std::snprintf(hex, sizeof hex, "%016llx, expected %016llx", static_cast<unsigned long long>(got),
+                static_cast<unsigned long long>(expected));
+  return data_loss(std::string("the bytes read do not match their XXH3 (") + hex + ")");
+}
 
 }  // namespace
 
@@ -121,7 +131,12 @@ Status UcxSubscriberTransport::fetch(uint64_t version, const PartDescriptor& par
     RETURN_IF_ERROR(sticky_.record(connect(blob.worker_address)));
     auto rk = rkey(version, *p);
     if (!rk.ok()) return sticky_.record(rk.status());
-    got = sticky_.record(get_chunks(*p, *rk, dest, deadline).with_context(what));
+    void* mapped = nullptr;
+    if (ucp_rkey_ptr(*rk, p->remote_address, &mapped) == UCS_OK) {
+      got = read_mapped(*p, static_cast<const uint8_t*>(mapped), dest, deadline).with_context(what);
+    } else {
+      got = sticky_.record(get_chunks(*p, *rk, dest, deadline).with_context(what));
+    }
   } else if (XXH3_64bits(dest.data(), 0) != p->xxh3) {
     got = data_loss(what + ": the bytes read do not match their XXH3");
   }
@@ -190,6 +205,30 @@ Result<ucp_rkey_h> UcxSubscriberTransport::rkey(uint64_t version, const UcxPartB
   }
   conn_->rkeys.emplace(key, rkey);
   return rkey;
+}
+
+// The publisher's memory is mapped here: copied a chunk at a time by this thread while the
+// helper hashes the chunks already copied. Nothing to progress and no connection involved:
+// the mapping stays valid (UCX keeps the segment attached) until the rkey is destroyed, even
+// if the publisher exits or retires the version.
+Status UcxSubscriberTransport::read_mapped(const UcxPartBlob& part, const uint8_t* mapped,
+                                           std::span<uint8_t> dest, Deadline deadline) {
+  if (!hasher_) hasher_ = std::make_unique<PipelinedHasher>();
+  hasher_->begin(dest.data(), dest.size());
+  const size_t chunk = std::max<size_t>(options_.mapped_chunk_bytes, 4096);
+  for (size_t done = 0; done < dest.size();) {
+    const size_t n = std::min(chunk, dest.size() - done);
+    copy_from_mapping(dest.data() + done, mapped + done, n);
+    done += n;
+    hasher_->landed(done);
+    if (options_.after_chunk) options_.after_chunk(done);
+    if (done < dest.size() && std::chrono::steady_clock::now() > deadline) {
+      hasher_->abandon();
+      return deadline_exceeded("deadline passed after " + std::to_string(done) + " of " +
+                               std::to_string(dest.size()) + " bytes");
+    }
+  }
+  return check_hash(hasher_->finish(), part.xxh3);
 }
 
 // Chunked gets with at most max_in_flight outstanding; on any failure or the deadline the
@@ -274,12 +313,7 @@ Status UcxSubscriberTransport::get_chunks(const UcxPartBlob& part, ucp_rkey_h rk
   }
   if (in_flight.empty() && error.ok()) {
     (void)XXH3_64bits_update(hash.get(), dest.data() + hashed, dest.size() - hashed);
-    const uint64_t got = XXH3_64bits_digest(hash.get());
-    if (got == part.xxh3) return ok_status();
-    char hex[64];
-    std::snprintf(hex, sizeof hex, "%016llx, expected %016llx",
-                  static_cast<unsigned long long>(got), static_cast<unsigned long long>(part.xxh3));
-    return data_loss(std::string("the bytes read do not match their XXH3 (") + hex + ")");
+    return check_hash(XXH3_64bits_digest(hash.get()), part.xxh3);
   }
   if (in_flight.empty() && conn_->failure == UCS_OK) return error;
   for (const auto& f : in_flight) ucp_request_cancel(worker, f.request);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "transport/transport.h"
+#include "transport/ucx/pipelined_hasher.h"
 #include "transport/ucx/rendezvous_store.h"
 #include "transport/ucx/ucx_context.h"
 #include "transport/ucx/ucx_version_blob.h"
@@ -37,11 +38,24 @@ struct UcxPublisherOptions {
   // Versions kept readable; publishing one more retires the oldest (its store entry is erased,
   // then its memory unmapped).
   size_t keep_versions = 2;
+  // Where subscribers read from. kInPlace maps the caller's buffers (zero copy: RDMA reads
+  // them where they are). kCopyToUcxMemory copies each part into memory UCX allocates
+  // (ucp_mem_map with UCP_MEM_MAP_ALLOCATE): one copy per version on the publisher, after which
+  // the caller's buffers are free, and shared-memory transports (posix, sysv) map that memory
+  // into the subscriber, whose gets become plain loads that need no help from this process.
+  // Over shm, in-place memory can only be read through this publisher's worker (gets emulated
+  // over active messages, two copies and two busy processes per transfer).
+  // Hazard (why kInPlace is the default and the live path's choice): with UCX 1.13, a
+  // subscriber unpacking the rkey of a copy whose memory is already gone (version retired,
+  // publisher closed or dead) crashes inside ucp_ep_rkey_unpack (its error path destroys a
+  // half-built rkey); a subscriber must not hold such a version's blob. docs/DECISIONS.md.
+  enum class Memory { kInPlace, kCopyToUcxMemory };
+  Memory memory = Memory::kInPlace;
 };
 
-// Zero-copy contract: publish() maps the parts' buffers where they are (ucp_mem_map, no
-// copy). The caller keeps every part's bytes alive and unchanged until its version is retired
-// (by the keep_versions window, close_worker() or the destructor); changed bytes reach
+// Zero-copy contract (Memory::kInPlace): publish() maps the parts' buffers where they are
+// (ucp_mem_map, no copy). The caller keeps every part's bytes alive and unchanged until its version
+// is retired (by the keep_versions window, close_worker() or the destructor); changed bytes reach
 // subscribers as kDataLoss. A subscriber still reading a version being retired races with the
 // caller reusing that memory (ucp_mem_unmap does not stop gets over shm or tcp, which the
 // publisher's worker serves from its address space: reused bytes fail that fetch's check, freed
@@ -71,8 +85,16 @@ class UcxPublisherTransport final : public Transport {
     std::vector<ucp_mem_h> memhs;  // null for empty parts
   };
   void progress_loop();
+  // Memory::kCopyToUcxMemory: allocates one UCX buffer per non-empty part (null for empty
+  // ones), under mu_.
+  Result<std::vector<ucp_mem_h>> allocate_locked(std::span<const PartPayload> parts,
+                                                 const std::string& what);
+  void unmap_all(const std::vector<ucp_mem_h>& memhs);
+  // `memhs`: the parts' memory already mapped (copies), or empty to map the parts in place.
+  // Takes ownership of `memhs` (unmapped on failure).
   Status publish_locked(uint64_t version, std::span<const PartPayload> parts,
-                        const std::vector<uint64_t>& hashes, Deadline deadline);
+                        const std::vector<uint64_t>& hashes, std::vector<ucp_mem_h> memhs,
+                        Deadline deadline);
   void retire(const Published& p);  // erases the store entry, then unmaps
 
   UcxPublisherOptions options_;
@@ -82,6 +104,10 @@ class UcxPublisherTransport final : public Transport {
   std::unique_ptr<UcxWorker> worker_;
   std::vector<uint8_t> worker_address_;
   std::deque<Published> published_;
+  // Memory::kCopyToUcxMemory: retired versions' copies, unmapped only keep_versions versions
+  // later, so that a reader still busy with a just-retired version (or about to unpack its
+  // rkey) finds memory that is still there. Their store entries are already erased.
+  std::deque<Published> lingering_;
   uint64_t latest_ = 0;
   bool has_latest_ = false;
   StickyError sticky_;
@@ -94,6 +120,11 @@ struct UcxSubscriberOptions {
   std::string tls;
   size_t chunk_bytes = 4 << 20;  // one ucp_get_nbx per chunk
   size_t max_in_flight = 8;      // chunks requested and not yet completed
+  // Where UCX maps the publisher's memory into this process (shared-memory transports and a
+  // publisher serving from UCX-allocated memory: ucp_rkey_ptr succeeds), a get would be a copy
+  // by this thread anyway; the part is then read by loads from the mapping in chunks of this
+  // size, and a helper thread (pipelined_hasher.h) hashes each chunk behind the copy.
+  size_t mapped_chunk_bytes = 64 << 10;
   // Tests: called after each completed chunk with the bytes received so far.
   std::function<void(uint64_t done)> after_chunk;
 };
@@ -133,6 +164,8 @@ class UcxSubscriberTransport final : public Transport {
   Result<ucp_rkey_h> rkey(uint64_t version, const UcxPartBlob& part);
   Status get_chunks(const UcxPartBlob& part, ucp_rkey_h rkey, std::span<uint8_t> dest,
                     Deadline deadline);
+  Status read_mapped(const UcxPartBlob& part, const uint8_t* mapped, std::span<uint8_t> dest,
+                     Deadline deadline);
 
   UcxSubscriberOptions options_;
   Status init_error_ = ok_status();
@@ -140,6 +173,7 @@ class UcxSubscriberTransport final : public Transport {
   std::unique_ptr<UcxWorker> worker_;
   std::mutex mu_;
   std::unique_ptr<Connection> conn_;
+  std::unique_ptr<PipelinedHasher> hasher_;  // created at the first fetch of mapped memory
   StickyError sticky_;
 };
 
