@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # UCX part fetch (docs/PERFORMANCE.md, issue 7): UcxSubscriberTransport::fetch of a part published
-# by a forked UcxPublisherTransport against ucx_perftest -t ucp_get, same UCX_TLS and size,
+# by a forked UcxPublisherTransport (serving its buffers in place, then copies) against ucx_perftest -t ucp_get, same UCX_TLS and size,
 # measured in the same run on loopback, as GB/s (1e9 bytes/s) and their ratio.
 #   bench/run_ucx_bench.sh [path/to/weightcast] [extra `bench ucx` options...]
 set -euo pipefail
@@ -23,7 +23,8 @@ import json, sys
 j = json.load(sys.stdin)
 print("chunk_bytes %d, max_in_flight %d, best of %d runs, UCX %s" % (
     j["chunk_bytes"], j["max_in_flight"], j["repetitions"], j["ucx_version"]))
-print("%-5s %10s %16s %14s %7s" % ("tls", "part", "weightcast GB/s", "perftest GB/s", "ratio"))
+print("%-5s %-9s %10s %16s %14s %7s" % ("tls", "publisher", "part", "weightcast GB/s",
+      "perftest GB/s", "ratio"))
 for c in j["cases"]:
-    print("%-5s %9.0fM %16.3f %14.3f %7.2f" % (c["tls"], c["part_bytes"] / 2**20,
-          c["weightcast_gbps"], c["perftest_gbps"], c["ratio"]))'
+    print("%-5s %-9s %9.0fM %16.3f %14.3f %7.2f" % (c["tls"], c["publisher_memory"],
+          c["part_bytes"] / 2**20, c["weightcast_gbps"], c["perftest_gbps"], c["ratio"]))'

@@ -338,6 +338,7 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
       {"repetitions", c.repetitions},
       {"chunk_bytes", chunk_bytes},
       {"max_in_flight", max_in_flight},
+      {"mapped_chunk_bytes", defaults.mapped_chunk_bytes},
       {"ucx_version", ucp_get_version_string()},
       {"perftest", perftest},
       {"perftest_command",

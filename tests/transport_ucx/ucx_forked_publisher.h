@@ -50,10 +50,11 @@ inline constexpr size_t kForkedLaterPartBytes = 4096;  // the part of versions 2
 //   'o'  overwrites version 1's bytes, as a caller reusing the memory of a retired version.
 // Returns the exit status (0) once the parent closes `command_fd`.
 inline int run_publisher(const std::string& tls, const std::string& dir, size_t bytes,
-                         size_t keep_versions, int command_fd, int reply_fd) {
+                         size_t keep_versions, UcxPublisherOptions::Memory memory, int command_fd,
+                         int reply_fd) {
   std::vector<uint8_t> first = pattern(bytes);
   std::deque<std::vector<uint8_t>> later;  // declared before the publisher: unmapped first
-  UcxPublisherTransport publisher({std::make_shared<FileStore>(dir), tls, keep_versions});
+  UcxPublisherTransport publisher({std::make_shared<FileStore>(dir), tls, keep_versions, memory});
   if (!publisher.info().viable) return kChildNotViable;
   const PartPayload part{"weights", first};
   if (!publisher.publish(1, {&part, 1}, deadline_in(std::chrono::seconds(30))).ok()) return 4;
@@ -94,7 +95,8 @@ class UcxForkedPublisher : public ::testing::TestWithParam<std::string> {
 
   // Forks the publisher and waits until version 1 is in the store; false (with a failure
   // added, or skip_reason_ set) when that does not happen.
-  bool start(size_t bytes, size_t keep_versions = 2) {
+  bool start(size_t bytes, size_t keep_versions = 2,
+             UcxPublisherOptions::Memory memory = UcxPublisherOptions::Memory::kInPlace) {
     ::signal(SIGPIPE, SIG_IGN);  // a command to a dead child is an error, not a dead test
     char tmpl[] = "/tmp/weightcast-ucx-XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) return false;
@@ -107,7 +109,8 @@ class UcxForkedPublisher : public ::testing::TestWithParam<std::string> {
     if (pid_ == 0) {
       ::close(commands[1]);
       ::close(replies[0]);
-      ::_exit(run_publisher(GetParam(), dir_, bytes, keep_versions, commands[0], replies[1]));
+      ::_exit(
+          run_publisher(GetParam(), dir_, bytes, keep_versions, memory, commands[0], replies[1]));
     }
     ::close(commands[0]);
     ::close(replies[1]);
