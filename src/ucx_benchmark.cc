@@ -250,6 +250,8 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
   UcxSubscriberOptions defaults;
   const size_t chunk_bytes = c.chunk_bytes > 0 ? c.chunk_bytes : defaults.chunk_bytes;
   const size_t max_in_flight = c.max_in_flight > 0 ? c.max_in_flight : defaults.max_in_flight;
+  const size_t mapped_chunk_bytes =
+      c.mapped_chunk_bytes > 0 ? c.mapped_chunk_bytes : defaults.mapped_chunk_bytes;
 
   Publishers publishers;
   std::vector<Group> groups;
@@ -275,6 +277,7 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
     options.tls = tls;
     options.chunk_bytes = chunk_bytes;
     options.max_in_flight = max_in_flight;
+    options.mapped_chunk_bytes = mapped_chunk_bytes;
     UcxSubscriberTransport subscriber(options);
     if (!subscriber.info().viable) {
       return failed_precondition("bench ucx: a subscriber with UCX_TLS=" + tls +
@@ -338,7 +341,7 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
       {"repetitions", c.repetitions},
       {"chunk_bytes", chunk_bytes},
       {"max_in_flight", max_in_flight},
-      {"mapped_chunk_bytes", defaults.mapped_chunk_bytes},
+      {"mapped_chunk_bytes", mapped_chunk_bytes},
       {"ucx_version", ucp_get_version_string()},
       {"perftest", perftest},
       {"perftest_command",

@@ -36,6 +36,7 @@ struct UcxBenchmarkConfig {
   // The subscriber's get pipeline (UcxSubscriberOptions); 0 keeps the transport's default.
   size_t chunk_bytes = 0;
   size_t max_in_flight = 0;
+  size_t mapped_chunk_bytes = 0;  // chunks read by loads from a mapped part (copy)
   // The publisher's UcxPublisherOptions::memory, one case group each: "in_place" (its
   // buffers mapped where they are) and "copy" (copies in UCX-allocated memory).
   std::vector<std::string> publisher_memory = {"in_place", "copy"};

@@ -47,6 +47,10 @@ void register_bench_ucx(CLI::App& bench, int& exit_code) {
   u->add_option("--max-in-flight", cfg->max_in_flight,
                 "Subscriber gets outstanding at once (0: the transport's default)")
       ->capture_default_str();
+  u->add_option("--mapped-chunk-bytes", cfg->mapped_chunk_bytes,
+                "Subscriber bytes per copy where the part is mapped into it, each hashed by a "
+                "helper thread behind the copy (0: the transport's default)")
+      ->capture_default_str();
   u->add_option("--publisher-memory", cfg->publisher_memory,
                 "Where the publisher serves parts from, comma-separated: in_place (its own "
                 "buffers, zero copy) and/or copy (UCX-allocated copies, which shared-memory "
