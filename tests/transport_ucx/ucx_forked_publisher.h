@@ -157,6 +157,46 @@ class UcxForkedPublisher : public ::testing::TestWithParam<std::string> {
     return o;
   }
 
+  // What fetch_killing_publisher saw.
+  struct KilledFetch {
+    Status status = ok_status();
+    std::vector<uint8_t> dest;
+    uint64_t killed_at = 0;  // bytes received when the publisher was killed; 0: never
+    std::chrono::steady_clock::duration elapsed{};
+  };
+
+  // Fetches version 1's part (`bytes` long) with `options`, SIGKILLing the publisher from
+  // inside the fetch once `kill_at` bytes have arrived, so the kill always lands mid-transfer.
+  KilledFetch fetch_killing_publisher(UcxSubscriberOptions options, size_t bytes, uint64_t kill_at,
+                                      Deadline deadline) {
+    KilledFetch out;
+    options.after_chunk = [&](uint64_t done) {
+      if (out.killed_at != 0 || done < kill_at) return;
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+      out.killed_at = done;
+    };
+    UcxSubscriberTransport subscriber(options);
+    auto d = subscriber.describe(1, deadline_in(std::chrono::seconds(10)));
+    if (!d.ok()) {
+      out.status = d.status();
+      return out;
+    }
+    out.dest.resize(bytes);
+    const auto start_time = std::chrono::steady_clock::now();
+    out.status = subscriber.fetch(1, d->parts[0], out.dest, deadline);
+    out.elapsed = std::chrono::steady_clock::now() - start_time;
+    if (out.status.ok() || out.status.code() == StatusCode::kDeadlineExceeded) return out;
+    // A connection error is sticky: the next fetch says so.
+    Status again = subscriber.fetch(1, d->parts[0], out.dest, deadline);
+    if (again.ok() || again.message().find("sticky") == std::string::npos) {
+      ADD_FAILURE() << "the fetch after a connection error was not a sticky error: "
+                    << again.to_string();
+    }
+    return out;
+  }
+
   std::string dir_;
   std::string skip_reason_;  // set by start() when the publisher cannot run here
   pid_t pid_ = -1;

