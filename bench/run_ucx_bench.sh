@@ -23,8 +23,9 @@ import json, sys
 j = json.load(sys.stdin)
 print("chunk_bytes %d, max_in_flight %d, best of %d runs, UCX %s" % (
     j["chunk_bytes"], j["max_in_flight"], j["repetitions"], j["ucx_version"]))
-print("%-5s %-9s %10s %16s %14s %7s" % ("tls", "publisher", "part", "weightcast GB/s",
-      "perftest GB/s", "ratio"))
+print("%-5s %-9s %-6s %10s %16s %14s %7s" % ("tls", "publisher", "reads", "part",
+      "weightcast GB/s", "perftest GB/s", "ratio"))
 for c in j["cases"]:
-    print("%-5s %-9s %9.0fM %16.3f %14.3f %7.2f" % (c["tls"], c["publisher_memory"],
-          c["part_bytes"] / 2**20, c["weightcast_gbps"], c["perftest_gbps"], c["ratio"]))'
+    print("%-5s %-9s %-6s %9.0fM %16.3f %14.3f %7.2f" % (c["tls"], c["publisher_memory"],
+          c["subscriber_reads"], c["part_bytes"] / 2**20, c["weightcast_gbps"],
+          c["perftest_gbps"], c["ratio"]))'

@@ -285,6 +285,7 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
     }
     ASSIGN_OR_RETURN(const VersionDescriptor d,
                      subscriber.describe(kVersion, deadline_in(seconds(10))));
+    auto reads_before = subscriber.read_counts();
     for (uint64_t bytes : sizes) {
       const std::string what = case_name(tls, bytes) + ", publisher memory " + memory;
       auto part = std::find_if(d.parts.begin(), d.parts.end(),
@@ -319,10 +320,17 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
                       what.c_str(), r + 1, *w, *p);
         log(line);
       }
+      const auto counts = subscriber.read_counts();
+      const char* reads =
+          counts.loads > reads_before.loads && counts.gets == reads_before.gets   ? "loads"
+          : counts.gets > reads_before.gets && counts.loads == reads_before.loads ? "gets"
+                                                                                  : "mixed";
+      reads_before = counts;
       const double best_ours = *std::max_element(ours.begin(), ours.end());
       const double best_theirs = *std::max_element(theirs.begin(), theirs.end());
       cases.push_back({{"tls", tls},
                        {"publisher_memory", memory},
+                       {"subscriber_reads", reads},
                        {"part_bytes", bytes},
                        {"iterations", iterations},
                        {"warmup", warmup},

@@ -43,7 +43,8 @@ struct UcxBenchmarkConfig {
   std::function<void(const std::string&)> log;  // progress lines, if set
 };
 
-// One JSON object: the configuration and "cases": [{tls, publisher_memory, part_bytes, iterations,
+// One JSON object: the configuration and "cases": [{tls, publisher_memory, subscriber_reads
+// ("loads" from a mapping or "gets"), part_bytes, iterations,
 // warmup, weightcast_gbps, perftest_gbps, ratio, weightcast_gbps_runs, perftest_gbps_runs}]. Errors
 // name the transport, size and side (publisher process, fetch, ucx_perftest) at fault.
 Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& config);

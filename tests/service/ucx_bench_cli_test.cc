@@ -83,6 +83,8 @@ TEST(BenchUcxCli, SmallShmRunPrintsTheRequiredJson) {
     const auto& c = j["cases"][i];
     EXPECT_EQ(c["tls"], "shm");
     EXPECT_EQ(c["publisher_memory"], i == 0 ? "in_place" : "copy");
+    // Over shm a copy is mapped into the subscriber and read by loads; in-place memory is not.
+    EXPECT_EQ(c["subscriber_reads"], i == 0 ? "gets" : "loads");
     EXPECT_EQ(c["part_bytes"], 1048576);
     for (const char* key : {"weightcast_gbps", "perftest_gbps", "ratio"}) {
       ASSERT_TRUE(c.contains(key)) << key;

@@ -133,8 +133,10 @@ Status UcxSubscriberTransport::fetch(uint64_t version, const PartDescriptor& par
     if (!rk.ok()) return sticky_.record(rk.status());
     void* mapped = nullptr;
     if (ucp_rkey_ptr(*rk, p->remote_address, &mapped) == UCS_OK) {
+      loads_.fetch_add(1, std::memory_order_relaxed);
       got = read_mapped(*p, static_cast<const uint8_t*>(mapped), dest, deadline).with_context(what);
     } else {
+      gets_.fetch_add(1, std::memory_order_relaxed);
       got = sticky_.record(get_chunks(*p, *rk, dest, deadline).with_context(what));
     }
   } else if (XXH3_64bits(dest.data(), 0) != p->xxh3) {

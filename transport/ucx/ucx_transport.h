@@ -149,6 +149,15 @@ class UcxSubscriberTransport final : public Transport {
   Status fetch(uint64_t version, const PartDescriptor& part, std::span<uint8_t> dest,
                Deadline deadline) override;
 
+  // Non-empty parts fetched so far by loads from a mapping and by gets (reports, tests).
+  struct ReadCounts {
+    uint64_t loads = 0;
+    uint64_t gets = 0;
+  };
+  ReadCounts read_counts() const {
+    return {loads_.load(std::memory_order_relaxed), gets_.load(std::memory_order_relaxed)};
+  }
+
  private:
   struct Connection {
     std::vector<uint8_t> worker_address;
@@ -174,6 +183,8 @@ class UcxSubscriberTransport final : public Transport {
   std::mutex mu_;
   std::unique_ptr<Connection> conn_;
   std::unique_ptr<PipelinedHasher> hasher_;  // created at the first fetch of mapped memory
+  std::atomic<uint64_t> loads_{0};
+  std::atomic<uint64_t> gets_{0};
   StickyError sticky_;
 };
 
