@@ -104,25 +104,40 @@ Status UcxPublisherTransport::publish(uint64_t version, std::span<const PartPayl
     }
   }
   std::unique_lock lock(mu_, std::defer_lock);
-  auto relock = [&]() -> Status {
-    if (!lock.try_lock_until(deadline)) return deadline_exceeded(what + ": publisher busy");
-    RETURN_IF_ERROR(sticky_.check());
-    if (!worker_) return sticky_.record(io_error(what + ": the publisher's worker is closed"));
-    return ok_status();
-  };
-  std::vector<uint64_t> hashes;
-  if (options_.memory == UcxPublisherOptions::Memory::kInPlace) {
-    // Hashing is the slow part and needs no worker: done before taking the lock.
-    for (const auto& p : parts) hashes.push_back(XXH3_64bits(p.bytes.data(), p.bytes.size()));
-    RETURN_IF_ERROR(relock());
-    return sticky_.record(publish_locked(version, parts, hashes, {}, deadline));
+  if (options_.memory == UcxPublisherOptions::Memory::kCopyToUcxMemory) {
+    return publish_copies(version, parts, deadline, lock);
   }
-  // Allocated under the lock, filled (and hashed from the copy, so that the hash describes
-  // what is served) without it, so that gets of older versions keep being served meanwhile.
-  RETURN_IF_ERROR(relock());
+  // Hashing is the slow part and needs no worker: done before taking the lock.
+  std::vector<uint64_t> hashes;
+  for (const auto& p : parts) hashes.push_back(XXH3_64bits(p.bytes.data(), p.bytes.size()));
+  RETURN_IF_ERROR(lock_for(lock, deadline, what));
+  return sticky_.record(publish_locked(version, parts, hashes, {}, deadline));
+}
+
+Status UcxPublisherTransport::lock_for(std::unique_lock<std::timed_mutex>& lock, Deadline deadline,
+                                       const std::string& what) {
+  if (!lock.try_lock_until(deadline)) return deadline_exceeded(what + ": publisher busy");
+  RETURN_IF_ERROR(sticky_.check());
+  if (!worker_) return sticky_.record(io_error(what + ": the publisher's worker is closed"));
+  return ok_status();
+}
+
+// Allocated under the lock, filled (and hashed from the copy, so that the hash describes what
+// is served) without it, so that gets of older versions keep being served meanwhile.
+Status UcxPublisherTransport::publish_copies(uint64_t version, std::span<const PartPayload> parts,
+                                             Deadline deadline,
+                                             std::unique_lock<std::timed_mutex>& lock) {
+  const std::string what = "ucx publish of version " + std::to_string(version);
+  RETURN_IF_ERROR(lock_for(lock, deadline, what));
   auto memhs = allocate_locked(parts, what);
   if (!memhs.ok()) return sticky_.record(memhs.status());
   lock.unlock();
+  auto give_back = [&](Status s) {
+    if (!lock.owns_lock()) lock.lock();  // UCX calls stay serialized, even to clean up
+    unmap_all(*memhs);
+    return s;
+  };
+  std::vector<uint64_t> hashes;
   std::vector<PartPayload> copies;
   for (size_t i = 0; i < parts.size(); ++i) {
     std::span<uint8_t> to;
@@ -130,8 +145,7 @@ Status UcxPublisherTransport::publish(uint64_t version, std::span<const PartPayl
       ucp_mem_attr_t attr{};
       attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
       if (ucs_status_t s = ucp_mem_query((*memhs)[i], &attr); s != UCS_OK) {
-        unmap_all(*memhs);
-        return ucx_status(s, what + " part '" + parts[i].name + "': ucp_mem_query");
+        return give_back(ucx_status(s, what + " part '" + parts[i].name + "': ucp_mem_query"));
       }
       to = {static_cast<uint8_t*>(attr.address), parts[i].bytes.size()};
       std::memcpy(to.data(), parts[i].bytes.data(), to.size());
@@ -139,11 +153,7 @@ Status UcxPublisherTransport::publish(uint64_t version, std::span<const PartPayl
     hashes.push_back(XXH3_64bits(to.data(), to.size()));
     copies.push_back({parts[i].name, to});
   }
-  if (Status s = relock(); !s.ok()) {
-    if (!lock.owns_lock()) lock.lock();  // UCX calls stay serialized, even to clean up
-    unmap_all(*memhs);
-    return s;
-  }
+  if (Status s = lock_for(lock, deadline, what); !s.ok()) return give_back(s);
   return sticky_.record(publish_locked(version, copies, hashes, std::move(*memhs), deadline));
 }
 
