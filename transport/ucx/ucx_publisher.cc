@@ -103,10 +103,10 @@ Status UcxPublisherTransport::publish(uint64_t version, std::span<const PartPayl
                               "' is empty, too long or repeated");
     }
   }
-  std::unique_lock lock(mu_, std::defer_lock);
   if (options_.memory == UcxPublisherOptions::Memory::kCopyToUcxMemory) {
-    return publish_copies(version, parts, deadline, lock);
+    return publish_copies(version, parts, deadline, what);
   }
+  std::unique_lock lock(mu_, std::defer_lock);
   // Hashing is the slow part and needs no worker: done before taking the lock.
   std::vector<uint64_t> hashes;
   for (const auto& p : parts) hashes.push_back(XXH3_64bits(p.bytes.data(), p.bytes.size()));
@@ -125,9 +125,8 @@ Status UcxPublisherTransport::lock_for(std::unique_lock<std::timed_mutex>& lock,
 // Allocated under the lock, filled (and hashed from the copy, so that the hash describes what
 // is served) without it, so that gets of older versions keep being served meanwhile.
 Status UcxPublisherTransport::publish_copies(uint64_t version, std::span<const PartPayload> parts,
-                                             Deadline deadline,
-                                             std::unique_lock<std::timed_mutex>& lock) {
-  const std::string what = "ucx publish of version " + std::to_string(version);
+                                             Deadline deadline, const std::string& what) {
+  std::unique_lock lock(mu_, std::defer_lock);
   RETURN_IF_ERROR(lock_for(lock, deadline, what));
   auto memhs = allocate_locked(parts, what);
   if (!memhs.ok()) return sticky_.record(memhs.status());

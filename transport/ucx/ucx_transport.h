@@ -88,9 +88,9 @@ class UcxPublisherTransport final : public Transport {
   // Takes `lock` (on mu_) by the deadline and checks the publisher is still usable.
   Status lock_for(std::unique_lock<std::timed_mutex>& lock, Deadline deadline,
                   const std::string& what);
-  // publish() for Memory::kCopyToUcxMemory; `lock` is on mu_ and not held.
+  // publish() for Memory::kCopyToUcxMemory, after its checks of the arguments.
   Status publish_copies(uint64_t version, std::span<const PartPayload> parts, Deadline deadline,
-                        std::unique_lock<std::timed_mutex>& lock);
+                        const std::string& what);
   // Memory::kCopyToUcxMemory: allocates one UCX buffer per non-empty part (null for empty
   // ones), under mu_.
   Result<std::vector<ucp_mem_h>> allocate_locked(std::span<const PartPayload> parts,
