@@ -258,7 +258,7 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
   for (const auto& tls : c.tls) {
     for (const auto& m : c.publisher_memory) {
       groups.push_back({tls, m == "in_place" ? UcxPublisherOptions::Memory::kInPlace
-                                             : UcxPublisherOptions::Memory::kCopyToUcxMemory});
+                                             : UcxPublisherOptions::Memory::kCopyToSharedMemory});
     }
   }
   RETURN_IF_ERROR(publishers.start(groups, sizes));
@@ -358,7 +358,8 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
       {"note",
        "GB/s = 1e9 bytes/s; best of `repetitions` interleaved runs per side. weightcast: "
        "UcxSubscriberTransport::fetch of one part published by a forked "
-       "UcxPublisherTransport serving its own buffers (in_place) or UCX-allocated copies (copy), "
+       "UcxPublisherTransport serving its own buffers (in_place) or copies in a shared-memory "
+       "segment (copy), "
        "whose version blob this process holds as a live subscriber does (descriptor lookup, "
        "chunked ucp_get_nbx or loads from the mapping where UCX maps the memory here, XXH3 "
        "verification included) into a page-aligned buffer; perftest: ucx_perftest's overall "

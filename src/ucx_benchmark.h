@@ -38,7 +38,7 @@ struct UcxBenchmarkConfig {
   size_t max_in_flight = 0;
   size_t mapped_chunk_bytes = 0;  // chunks read by loads from a mapped part (copy)
   // The publisher's UcxPublisherOptions::memory, one case group each: "in_place" (its
-  // buffers mapped where they are) and "copy" (copies in UCX-allocated memory).
+  // buffers mapped where they are) and "copy" (copies in a shared segment, shared_segment.h).
   std::vector<std::string> publisher_memory = {"in_place", "copy"};
   std::function<void(const std::string&)> log;  // progress lines, if set
 };

@@ -53,8 +53,8 @@ void register_bench_ucx(CLI::App& bench, int& exit_code) {
       ->capture_default_str();
   u->add_option("--publisher-memory", cfg->publisher_memory,
                 "Where the publisher serves parts from, comma-separated: in_place (its own "
-                "buffers, zero copy) and/or copy (UCX-allocated copies, which shared-memory "
-                "transports map into the subscriber)")
+                "buffers, zero copy) and/or copy (copies in a shared-memory segment, which a "
+                "subscriber on the same host maps)")
       ->delimiter(',')
       ->check(CLI::IsMember({"copy", "in_place"}))
       ->capture_default_str();

@@ -126,11 +126,12 @@ Status parse_transports(const Reader& r, const YAML::Node& n, proto::GroupConfig
   return ok_status();
 }
 
-// `ucx: {tls: "shm,tcp"}`: the UCX_TLS value the UCX transport uses (UCX's own syntax: names,
-// commas, a leading ^ to exclude, aliases such as shm or cuda); absent: UCX chooses.
+// `ucx: {tls: "shm,tcp", publisher_memory: auto}`: the UCX_TLS value the UCX transport uses
+// (UCX's own syntax: names, commas, a leading ^ to exclude, aliases such as shm or cuda;
+// absent: UCX chooses) and where the publisher serves from (auto, in_place or copy).
 Status parse_ucx(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg) {
   if (!n.IsDefined()) return ok_status();
-  RETURN_IF_ERROR(r.mapping(n, "ucx", {"tls"}));
+  RETURN_IF_ERROR(r.mapping(n, "ucx", {"tls", "publisher_memory"}));
   ASSIGN_OR_RETURN(std::string tls, r.str_field(n, "ucx", "tls", std::string()));
   for (char c : tls) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != ',' && c != '^' &&
@@ -139,6 +140,12 @@ Status parse_ucx(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg) 
     }
   }
   cfg.mutable_ucx()->set_tls(tls);
+  ASSIGN_OR_RETURN(std::string memory,
+                   r.str_field(n, "ucx", "publisher_memory", std::string("auto")));
+  if (memory != "auto" && memory != "in_place" && memory != "copy") {
+    return r.fail("ucx.publisher_memory", quote(memory) + " is not auto, in_place or copy");
+  }
+  cfg.mutable_ucx()->set_publisher_memory(memory);
   return ok_status();
 }
 

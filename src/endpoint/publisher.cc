@@ -68,7 +68,8 @@ Result<std::unique_ptr<Publisher>> Publisher::start(const proto::GroupConfig& co
   const auto& transports = config.transports();
   if (std::find(transports.begin(), transports.end(), "ucx") != transports.end()) {
     // Readable: the versions a subscriber may still be fetching while newer ones arrive.
-    auto ucx = UcxLiveServer::create(config.ucx().tls(), config.max_in_flight() + 2);
+    auto ucx = UcxLiveServer::create(config.ucx().tls(), config.ucx().publisher_memory(),
+                                     config.max_in_flight() + 2);
     if (ucx.ok()) {
       p->ucx_ = std::move(ucx).value();
       journal.delta.keep_in_memory = true;

@@ -1,5 +1,6 @@
 #include "src/endpoint/ucx_live.h"
 
+#include <filesystem>
 #include <utility>
 
 #include "transport/fs/journal_files.h"
@@ -14,6 +15,15 @@ namespace weightcast {
 
 bool ucx_built() {
   return WEIGHTCAST_HAVE_UCX != 0;
+}
+
+bool ucx_live_serves_copies(const std::string& publisher_memory) {
+  if (publisher_memory == "copy") return true;
+  if (publisher_memory == "in_place") return false;
+  std::error_code ec;
+  const std::filesystem::path rdma("/sys/class/infiniband");
+  return !std::filesystem::is_directory(rdma, ec) ||
+         std::filesystem::directory_iterator(rdma, ec) == std::filesystem::directory_iterator();
 }
 
 Status check_live_delta_parts(const std::string& what, uint64_t version,
@@ -52,7 +62,9 @@ std::string describe_info(const TransportInfo& info, const std::string& tls) {
 }  // namespace
 
 std::string UcxLiveServer::describe() const {
-  return describe_info(transport_->info(), tls_);
+  std::string d = describe_info(transport_->info(), tls_);
+  d.insert(d.size() - 1, copies_ ? "; serving copies in shared memory" : "; serving in place");
+  return d;
 }
 
 std::string UcxLiveFetcher::describe() const {
@@ -65,15 +77,19 @@ UcxLiveServer::~UcxLiveServer() {
 }
 
 Result<std::unique_ptr<UcxLiveServer>> UcxLiveServer::create(const std::string& tls,
+                                                             const std::string& publisher_memory,
                                                              size_t keep_versions) {
   std::unique_ptr<UcxLiveServer> s(new UcxLiveServer());
   s->store_ = std::make_shared<InMemoryStore>();
   s->keep_versions_ = std::max<size_t>(1, keep_versions);
   s->tls_ = tls;
+  s->copies_ = ucx_live_serves_copies(publisher_memory);
   UcxPublisherOptions options;
   options.store = s->store_;
   options.tls = tls;
   options.keep_versions = s->keep_versions_;
+  options.memory = s->copies_ ? UcxPublisherOptions::Memory::kCopyToSharedMemory
+                              : UcxPublisherOptions::Memory::kInPlace;
   s->transport_ = std::make_unique<UcxPublisherTransport>(std::move(options));
   const TransportInfo info = s->transport_->info();
   if (!info.viable) return failed_precondition("ucx: " + info.why_not_viable);
@@ -96,9 +112,10 @@ Result<std::string> UcxLiveServer::serve(uint64_t version, DeltaInMemory delta) 
     payload.push_back({delta.manifest.parts(static_cast<int>(i)).file(), served.parts[i]});
   }
   RETURN_IF_ERROR(transport_->publish(version, payload, deadline_in(std::chrono::seconds(30))));
-  // The transport retired its oldest version when this one made keep_versions + 1; only now
-  // may that version's bytes be freed (the vectors moved above keep their buffers).
-  served_.push_back(std::move(served));
+  // In place, the transport retired its oldest version when this one made keep_versions + 1;
+  // only now may that version's bytes be freed (the vectors moved above keep their buffers).
+  // Copies need nothing kept.
+  if (!copies_) served_.push_back(std::move(served));
   while (served_.size() > keep_versions_) served_.pop_front();
   auto blob = store_->get(ucx_version_key(version));
   if (!blob.ok()) return blob.status();
@@ -169,7 +186,8 @@ Result<FetchedDelta> UcxLiveFetcher::fetch(uint64_t version, const std::string& 
 #else  // !WEIGHTCAST_HAVE_UCX
 
 UcxLiveServer::~UcxLiveServer() = default;
-Result<std::unique_ptr<UcxLiveServer>> UcxLiveServer::create(const std::string&, size_t) {
+Result<std::unique_ptr<UcxLiveServer>> UcxLiveServer::create(const std::string&, const std::string&,
+                                                             size_t) {
   return Status(StatusCode::kUnimplemented,
                 "ucx: this build has no UCX (libucx-dev was not found)");
 }

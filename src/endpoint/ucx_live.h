@@ -36,12 +36,21 @@ inline constexpr const char* kUcxManifestPart = "MANIFEST";
 // True when this build has the UCX backend.
 bool ucx_built();
 
-// Publisher side. Keeps the last `keep_versions` served deltas' bytes alive (they are mapped
-// in place, not copied); serving one more retires the oldest.
+// Where the live publisher serves from, for the group's ucx.publisher_memory ("auto" or
+// empty: in place on a host with RDMA devices, where the fabric reads the buffers directly;
+// copies in shared memory elsewhere, which subscribers on the host map: docs/DECISIONS.md).
+// True for copies.
+bool ucx_live_serves_copies(const std::string& publisher_memory);
+
+// Publisher side. Serving in place, keeps the last `keep_versions` served deltas' bytes alive
+// (they are registered where they are); serving copies, the transport owns them. Serving one
+// more retires the oldest.
 class UcxLiveServer {
  public:
-  // `tls`: the group's ucx.tls (empty: UCX chooses). kUnimplemented without UCX.
+  // `tls`: the group's ucx.tls (empty: UCX chooses); `publisher_memory`: its
+  // ucx.publisher_memory. kUnimplemented without UCX.
   static Result<std::unique_ptr<UcxLiveServer>> create(const std::string& tls,
+                                                       const std::string& publisher_memory,
                                                        size_t keep_versions);
   ~UcxLiveServer();
 
@@ -66,6 +75,7 @@ class UcxLiveServer {
   std::deque<Served> served_;
   size_t keep_versions_ = 2;
   std::string tls_;
+  bool copies_ = false;
 };
 
 // A version's delta as it arrived over UCX: the manifest and the parts' stored bytes, for

@@ -235,6 +235,10 @@ TEST(GroupConfigMalformed, UcxTlsNotAList) {
 TEST(GroupConfigMalformed, UcxTlsEmpty) {
   EXPECT_TRUE(rejects(kMinimal + "ucx: {tls: \"\"}\n", {"ucx.tls"}));
 }
+TEST(GroupConfigMalformed, UcxPublisherMemoryUnknown) {
+  EXPECT_TRUE(rejects(kMinimal + "ucx: {publisher_memory: rdma}\n",
+                      {"ucx.publisher_memory", "'rdma'", "in_place"}));
+}
 TEST(GroupConfigMalformed, UcxNotAMapping) {
   EXPECT_TRUE(rejects(kMinimal + "ucx: shm\n", {"ucx"}));
 }

@@ -116,6 +116,16 @@ TEST(GroupConfig, UcxTransportAndTls) {
   ASSERT_EQ(r->transports_size(), 2);
   EXPECT_EQ(r->transports(0), "ucx");
   EXPECT_EQ(r->ucx().tls(), "^cuda_ipc,shm,tcp");
+  EXPECT_EQ(r->ucx().publisher_memory(), "auto");
+}
+
+TEST(GroupConfig, UcxPublisherMemory) {
+  for (const std::string m : {"auto", "in_place", "copy"}) {
+    auto r = parse(kMinimal + "transports: [ucx, fs]\nucx: {publisher_memory: " + m + "}\n");
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->ucx().publisher_memory(), m);
+    EXPECT_EQ(r->ucx().tls(), "");
+  }
 }
 
 TEST(GroupConfig, DemoDefaultsAndCurveEnabledByDefault) {

@@ -21,6 +21,14 @@ std::vector<std::vector<uint8_t>> make_ucx_blob_seeds() {
   blob.parts.push_back(
       {"weights.part-1", 12345, 0x5678, 0x7f0000200000, std::vector<uint8_t>(17, 2)});
   add();
+  blob.has_segment = true;  // copies in a shared segment
+  blob.segment.host = "6d0c6b1e-2f4a-4a51-9a0e-3b5e0c1d2e3f";
+  blob.segment.pid = 1234;
+  blob.segment.fd = 9;
+  blob.segment.nonce.fill(0x3c);
+  blob.segment.bytes = (1 << 20) + 12352;
+  blob.parts[2].segment_offset = 1 << 20;
+  add();
   return seeds;
 }
 

@@ -34,7 +34,13 @@ TestGroup::TestGroup(const GroupSpec& spec) {
     << "demo: {parameters: " << spec.parameters << ", density: " << spec.density
     << ", versions: " << spec.versions << ", seed: 3, step_interval_ms: " << spec.step_interval_ms
     << "}\n";
-  if (!spec.ucx_tls.empty()) y << "ucx: {tls: \"" << spec.ucx_tls << "\"}\n";
+  if (!spec.ucx_tls.empty() || !spec.ucx_publisher_memory.empty()) {
+    y << "ucx: {";
+    if (!spec.ucx_tls.empty()) y << "tls: \"" << spec.ucx_tls << "\"";
+    if (!spec.ucx_tls.empty() && !spec.ucx_publisher_memory.empty()) y << ", ";
+    if (!spec.ucx_publisher_memory.empty()) y << "publisher_memory: " << spec.ucx_publisher_memory;
+    y << "}\n";
+  }
   if (spec.nccl_timeout_ms) y << "nccl: {timeout_ms: " << spec.nccl_timeout_ms << "}\n";
   std::vector<CurveKeyPair> keys;
   if (spec.curve) {

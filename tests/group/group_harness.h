@@ -33,9 +33,10 @@ struct GroupSpec {
   uint32_t ack_timeout_ms = 20000;
   uint32_t lease_ttl_ms = 60000;
   uint32_t max_in_flight = 2;
-  std::string transports = "[fs]";  // YAML list, in preference order
-  std::string ucx_tls;              // the ucx.tls field when not empty
-  uint32_t nccl_timeout_ms = 0;     // the nccl.timeout_ms field when not 0
+  std::string transports = "[fs]";   // YAML list, in preference order
+  std::string ucx_tls;               // the ucx.tls field when not empty
+  std::string ucx_publisher_memory;  // the ucx.publisher_memory field when not empty
+  uint32_t nccl_timeout_ms = 0;      // the nccl.timeout_ms field when not 0
 };
 
 // A group in a fresh temp directory: rank 0 coordinator, 1 publisher, 2.. subscribers.

@@ -1,11 +1,13 @@
 // The live UCX path of a rank group (src/endpoint/ucx_live.h), in one process against a
-// coordinator thread on loopback, with UCX's shared-memory and TCP transports forced in turn:
+// coordinator thread on loopback, with UCX's shared-memory and TCP transports forced in turn
+// and the publisher serving in place and from shared-memory copies:
 // live subscribers read every delta from the publisher's memory over UCX and ack it as such;
 // a UCX failure is nacked and recovered through the journal, never leaving an engine on an
 // unverified version.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "src/endpoint/ucx_live.h"
@@ -17,7 +19,8 @@ namespace {
 
 using std::chrono::seconds;
 
-class GroupUcx : public ::testing::TestWithParam<const char*> {
+// (UCX_TLS, ucx.publisher_memory)
+class GroupUcx : public ::testing::TestWithParam<std::tuple<const char*, const char*>> {
  protected:
   void SetUp() override {
     if (!ucx_built()) GTEST_SKIP() << "this build has no UCX (libucx-dev not found)";
@@ -26,7 +29,8 @@ class GroupUcx : public ::testing::TestWithParam<const char*> {
     GroupSpec s;
     s.subscribers = subscribers;
     s.transports = "[ucx, fs]";
-    s.ucx_tls = GetParam();
+    s.ucx_tls = std::get<0>(GetParam());
+    s.ucx_publisher_memory = std::get<1>(GetParam());
     s.anchor_every = 4;
     return s;
   }
@@ -42,7 +46,8 @@ TEST_P(GroupUcx, LiveSubscribersReadDeltasOverUcx) {
   TestGroup g(spec(2));
   TrainerSide t(g);
   ASSERT_TRUE(t.ok()) << t.why();
-  ASSERT_TRUE(t.publisher->serves_ucx()) << "UCX did not start with UCX_TLS=" << GetParam();
+  ASSERT_TRUE(t.publisher->serves_ucx())
+      << "UCX did not start with UCX_TLS=" << std::get<0>(GetParam());
   Weights engines[2];
   std::vector<std::string> bad[2];
   std::unique_ptr<Subscriber> subs[2];
@@ -121,8 +126,13 @@ TEST_P(GroupUcx, UcxFailureIsNackedAndRecoveredThroughTheJournal) {
       << "rank 2 not live with v5 acked from the journal";
 }
 
-INSTANTIATE_TEST_SUITE_P(Tls, GroupUcx, ::testing::Values("shm", "tcp"),
-                         [](const auto& info) { return std::string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Tls, GroupUcx,
+                         ::testing::Combine(::testing::Values("shm", "tcp"),
+                                            ::testing::Values("in_place", "copy")),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param)) + "_" +
+                                  std::get<1>(info.param);
+                         });
 
 }  // namespace
 }  // namespace weightcast::testing

@@ -76,14 +76,14 @@ TransportPeers connect_ucx(const std::string& tls) {
   return peers;
 }
 
-// Memory::kCopyToUcxMemory: the publisher owns its copies, so nothing is kept here; corrupt()
+// Memory::kCopyToSharedMemory: the publisher owns its copies, so nothing is kept here; corrupt()
 // flips a byte of the copy itself, at the address the version blob gives (publisher and
 // subscriber share this process). Over shm the subscriber reads the copy by loads from its
-// mapping (ucp_rkey_ptr), over tcp by gets.
+// mapping of the publisher's shared segment, over tcp by gets.
 TransportPeers connect_ucx_copying(const std::string& tls) {
   auto store = std::make_shared<InMemoryStore>();
   UcxPublisherOptions options{store, tls, 2};
-  options.memory = UcxPublisherOptions::Memory::kCopyToUcxMemory;
+  options.memory = UcxPublisherOptions::Memory::kCopyToSharedMemory;
   auto publisher = std::make_unique<UcxPublisherTransport>(options);
   UcxPublisherTransport* raw = publisher.get();
   UcxSubscriberOptions sub;
@@ -157,13 +157,13 @@ TEST_P(UcxForkedPublisher, PublisherKilledMidFetchIsAnErrorNotAHang) {
               static_cast<long long>(std::chrono::duration_cast<milliseconds>(r.elapsed).count()));
 }
 
-// A publisher serving copies (Memory::kCopyToUcxMemory) killed mid-fetch: over shm the
+// A publisher serving copies (Memory::kCopyToSharedMemory) killed mid-fetch: over shm the
 // subscriber reads the copy by loads from its own mapping, which outlives the publisher, so
 // the fetch completes with the right bytes; over tcp the gets fail as with in-place memory.
 // Either way: never a hang, never wrong bytes reported as ok.
 TEST_P(UcxForkedPublisher, CopyServingPublisherKilledMidFetch) {
   constexpr size_t kBytes = 64 << 20;
-  if (!start(kBytes, 2, UcxPublisherOptions::Memory::kCopyToUcxMemory)) {
+  if (!start(kBytes, 2, UcxPublisherOptions::Memory::kCopyToSharedMemory)) {
     if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
     return;
   }
@@ -181,6 +181,60 @@ TEST_P(UcxForkedPublisher, CopyServingPublisherKilledMidFetch) {
   }
   std::printf("UCX_TLS=%s, copy-serving publisher killed mid-fetch: %s\n", GetParam().c_str(),
               r.status.to_string().c_str());
+}
+
+// Copies are read by loads from the shared segment where shared memory is allowed (shm), by
+// gets elsewhere (tcp), from another process either way.
+TEST_P(UcxForkedPublisher, CopiesAreReadFromTheSharedSegmentOverShm) {
+  constexpr size_t kBytes = 16 << 20;
+  if (!start(kBytes, 2, UcxPublisherOptions::Memory::kCopyToSharedMemory)) {
+    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+    return;
+  }
+  UcxSubscriberTransport subscriber(subscriber_options());
+  auto d = subscriber.latest(deadline_in(seconds(10)));
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  std::vector<uint8_t> dest(kBytes);
+  Status s = subscriber.fetch(1, d->parts[0], dest, deadline_in(seconds(60)));
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_TRUE(dest == pattern(kBytes));
+  const auto counts = subscriber.read_counts();
+  if (GetParam() == "shm") {
+    EXPECT_EQ(counts.loads, 1u);
+    EXPECT_EQ(counts.gets, 0u);
+    EXPECT_TRUE(subscriber.segment_failures().empty());
+  } else {
+    EXPECT_EQ(counts.loads, 0u);
+    EXPECT_EQ(counts.gets, 1u);
+  }
+}
+
+// The case that crashed UCX 1.13 when copies were UCX-allocated memory: the publisher is gone
+// before the subscriber first touches the version. Its segment no longer opens, the fetch falls
+// back to gets, and those fail as a connection error (or at the deadline), never a crash.
+TEST_P(UcxForkedPublisher, CopyServingPublisherGoneBeforeTheFetchIsAnError) {
+  constexpr size_t kBytes = 1 << 20;
+  if (!start(kBytes, 2, UcxPublisherOptions::Memory::kCopyToSharedMemory)) {
+    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+    return;
+  }
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+  UcxSubscriberTransport subscriber(subscriber_options());
+  auto d = subscriber.describe(1, deadline_in(seconds(10)));  // the blob outlives its publisher
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  std::vector<uint8_t> dest(kBytes);
+  const Status s = subscriber.fetch(1, d->parts[0], dest, deadline_in(seconds(20)));
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(subscriber.read_counts().loads, 0u);
+  if (GetParam() == "shm") {
+    const auto failures = subscriber.segment_failures();
+    ASSERT_EQ(failures.size(), 1u);
+    EXPECT_NE(failures[0].find("/proc/"), std::string::npos) << failures[0];
+  }
+  std::printf("UCX_TLS=%s, fetch from a copy-serving publisher already gone: %s\n",
+              GetParam().c_str(), s.to_string().c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Ucx, UcxForkedPublisher, ::testing::Values("shm", "tcp"),

@@ -34,8 +34,22 @@ void put_u32(std::vector<uint8_t>& b, size_t at, uint32_t v) {
 }
 
 // Offsets in the encoding of sample(): magic 0, format 4, version 8, worker address length 16
-// and bytes 20..60, part count 60, part 0 name length 64.
-constexpr size_t kFormatAt = 4, kWorkerLengthAt = 16, kCountAt = 60, kFirstNameLengthAt = 64;
+// and bytes 20..60, segment flag 60, part count 64, part 0 name length 68.
+constexpr size_t kFormatAt = 4, kWorkerLengthAt = 16, kSegmentFlagAt = 60, kCountAt = 64,
+                 kFirstNameLengthAt = 68;
+
+// sample() with its parts in a shared segment; the host id's length sits at kSegmentFlagAt + 4.
+UcxVersionBlob with_segment() {
+  UcxVersionBlob b = sample();
+  b.has_segment = true;
+  b.segment.host = "0f1e2d3c-aaaa-bbbb-cccc-123456789abc";
+  b.segment.pid = 4321;
+  b.segment.fd = 17;
+  b.segment.nonce.fill(0x5a);
+  b.segment.bytes = (1 << 20) + 64;
+  b.parts[0].segment_offset = 64;
+  return b;
+}
 
 TEST(UcxVersionBlob, RoundTrip) {
   auto back = decode_ucx_version_blob(encoded());
@@ -48,6 +62,53 @@ TEST(UcxVersionBlob, RoundTrip) {
   EXPECT_EQ(back->parts[0].remote_address, 0x7f0000001000u);
   EXPECT_EQ(back->parts[0].rkey, std::vector<uint8_t>(30, 2));
   EXPECT_TRUE(back->parts[1].rkey.empty());
+}
+
+TEST(UcxVersionBlob, RoundTripsASegment) {
+  auto back = decode_ucx_version_blob(encode_ucx_version_blob(with_segment()).value());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  ASSERT_TRUE(back->has_segment);
+  EXPECT_EQ(back->segment.host, with_segment().segment.host);
+  EXPECT_EQ(back->segment.pid, 4321u);
+  EXPECT_EQ(back->segment.fd, 17u);
+  EXPECT_EQ(back->segment.nonce, with_segment().segment.nonce);
+  EXPECT_EQ(back->segment.bytes, (1u << 20) + 64);
+  EXPECT_EQ(back->parts[0].segment_offset, 64u);
+  EXPECT_FALSE(decode_ucx_version_blob(encoded())->has_segment);
+}
+
+TEST(UcxVersionBlob, RefusesASegmentFlagOtherThanZeroOrOne) {
+  auto b = encoded();
+  put_u32(b, kSegmentFlagAt, 2);
+  expect_refused(b, "segment flag 2");
+}
+
+TEST(UcxVersionBlob, RefusesAnOversizedSegmentHostLength) {
+  auto b = encode_ucx_version_blob(with_segment()).value();
+  put_u32(b, kSegmentFlagAt + 4, kSharedSegmentMaxHostBytes + 1);
+  expect_refused(b, "segment host length");
+}
+
+TEST(UcxVersionBlob, RefusesAnEmptySegmentHost) {
+  auto b = encode_ucx_version_blob(with_segment()).value();
+  put_u32(b, kSegmentFlagAt + 4, 0);
+  expect_refused(b, "host id is empty");
+}
+
+TEST(UcxVersionBlob, RefusesAPartOutsideItsSegment) {
+  UcxVersionBlob s = with_segment();
+  s.parts[0].segment_offset = 65;  // one byte past the end
+  expect_refused(encode_ucx_version_blob(s).value(), "lies outside its");
+  s.parts[0].segment_offset = UINT64_MAX;  // offset + bytes would wrap
+  expect_refused(encode_ucx_version_blob(s).value(), "lies outside its");
+}
+
+TEST(UcxVersionBlob, RefusesEveryTruncationOfASegmentBlob) {
+  const auto b = encode_ucx_version_blob(with_segment()).value();
+  for (size_t n = 0; n < b.size(); ++n) {
+    auto r = decode_ucx_version_blob(std::span<const uint8_t>(b.data(), n));
+    ASSERT_FALSE(r.ok()) << "accepted a blob cut to " << n << " of " << b.size() << " bytes";
+  }
 }
 
 TEST(UcxVersionBlob, RefusesEmpty) {

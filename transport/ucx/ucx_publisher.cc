@@ -1,4 +1,5 @@
-// UcxPublisherTransport (ucx_transport.h): parts mapped in place, blobs in the store.
+// UcxPublisherTransport (ucx_transport.h): parts mapped in place or copied into a shared
+// segment, blobs in the store.
 #include <xxhash.h>
 
 #include <cstdio>
@@ -103,7 +104,7 @@ Status UcxPublisherTransport::publish(uint64_t version, std::span<const PartPayl
                               "' is empty, too long or repeated");
     }
   }
-  if (options_.memory == UcxPublisherOptions::Memory::kCopyToUcxMemory) {
+  if (options_.memory == UcxPublisherOptions::Memory::kCopyToSharedMemory) {
     return publish_copies(version, parts, deadline, what);
   }
   std::unique_lock lock(mu_, std::defer_lock);
@@ -111,7 +112,7 @@ Status UcxPublisherTransport::publish(uint64_t version, std::span<const PartPayl
   std::vector<uint64_t> hashes;
   for (const auto& p : parts) hashes.push_back(XXH3_64bits(p.bytes.data(), p.bytes.size()));
   RETURN_IF_ERROR(lock_for(lock, deadline, what));
-  return sticky_.record(publish_locked(version, parts, hashes, {}, deadline));
+  return sticky_.record(publish_locked(version, parts, hashes, nullptr, deadline));
 }
 
 Status UcxPublisherTransport::lock_for(std::unique_lock<std::timed_mutex>& lock, Deadline deadline,
@@ -122,63 +123,31 @@ Status UcxPublisherTransport::lock_for(std::unique_lock<std::timed_mutex>& lock,
   return ok_status();
 }
 
-// Allocated under the lock, filled (and hashed from the copy, so that the hash describes what
-// is served) without it, so that gets of older versions keep being served meanwhile.
+// Copied and hashed (from the copy, so that the hash describes what is served) without the
+// lock, so that gets of older versions keep being served meanwhile. One segment per version,
+// each part at a 64-byte boundary in it.
 Status UcxPublisherTransport::publish_copies(uint64_t version, std::span<const PartPayload> parts,
                                              Deadline deadline, const std::string& what) {
-  std::unique_lock lock(mu_, std::defer_lock);
-  RETURN_IF_ERROR(lock_for(lock, deadline, what));
-  auto memhs = allocate_locked(parts, what);
-  if (!memhs.ok()) return sticky_.record(memhs.status());
-  lock.unlock();
-  auto give_back = [&](Status s) {
-    if (!lock.owns_lock()) lock.lock();  // UCX calls stay serialized, even to clean up
-    unmap_all(*memhs);
-    return s;
-  };
+  std::vector<uint64_t> offsets;
+  uint64_t total = 0;
+  for (const auto& p : parts) {
+    total = (total + 63) / 64 * 64;
+    offsets.push_back(total);
+    total += p.bytes.size();
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<SharedSegment> segment,
+                   SharedSegment::create(total, what + ": shared segment for its copies"));
   std::vector<uint64_t> hashes;
   std::vector<PartPayload> copies;
   for (size_t i = 0; i < parts.size(); ++i) {
-    std::span<uint8_t> to;
-    if ((*memhs)[i] != nullptr) {
-      ucp_mem_attr_t attr{};
-      attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
-      if (ucs_status_t s = ucp_mem_query((*memhs)[i], &attr); s != UCS_OK) {
-        return give_back(ucx_status(s, what + " part '" + parts[i].name + "': ucp_mem_query"));
-      }
-      to = {static_cast<uint8_t*>(attr.address), parts[i].bytes.size()};
-      std::memcpy(to.data(), parts[i].bytes.data(), to.size());
-    }
+    const std::span<uint8_t> to = segment->data().subspan(offsets[i], parts[i].bytes.size());
+    if (!to.empty()) std::memcpy(to.data(), parts[i].bytes.data(), to.size());
     hashes.push_back(XXH3_64bits(to.data(), to.size()));
     copies.push_back({parts[i].name, to});
   }
-  if (Status s = lock_for(lock, deadline, what); !s.ok()) return give_back(s);
-  return sticky_.record(publish_locked(version, copies, hashes, std::move(*memhs), deadline));
-}
-
-Result<std::vector<ucp_mem_h>> UcxPublisherTransport::allocate_locked(
-    std::span<const PartPayload> parts, const std::string& what) {
-  std::vector<ucp_mem_h> memhs;
-  for (const auto& p : parts) {
-    ucp_mem_h memh = nullptr;
-    if (!p.bytes.empty()) {
-      ucp_mem_map_params_t params{};
-      params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
-                          UCP_MEM_MAP_PARAM_FIELD_FLAGS | UCP_MEM_MAP_PARAM_FIELD_PROT;
-      params.address = nullptr;
-      params.length = p.bytes.size();
-      params.flags = UCP_MEM_MAP_ALLOCATE;
-      params.prot =
-          UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE | UCP_MEM_MAP_PROT_REMOTE_READ;
-      if (ucs_status_t s = ucp_mem_map(context_->get(), &params, &memh); s != UCS_OK) {
-        unmap_all(memhs);
-        return ucx_status(s, what + " part '" + p.name + "': ucp_mem_map of " +
-                                 std::to_string(p.bytes.size()) + " bytes to copy it into");
-      }
-    }
-    memhs.push_back(memh);
-  }
-  return memhs;
+  std::unique_lock lock(mu_, std::defer_lock);
+  RETURN_IF_ERROR(lock_for(lock, deadline, what));
+  return sticky_.record(publish_locked(version, copies, hashes, std::move(segment), deadline));
 }
 
 void UcxPublisherTransport::unmap_all(const std::vector<ucp_mem_h>& memhs) {
@@ -189,10 +158,10 @@ void UcxPublisherTransport::unmap_all(const std::vector<ucp_mem_h>& memhs) {
 
 Status UcxPublisherTransport::publish_locked(uint64_t version, std::span<const PartPayload> parts,
                                              const std::vector<uint64_t>& hashes,
-                                             std::vector<ucp_mem_h> memhs, Deadline deadline) {
+                                             std::shared_ptr<SharedSegment> segment,
+                                             Deadline deadline) {
   const std::string what = "ucx publish of version " + std::to_string(version);
-  const bool in_place = memhs.empty();
-  Published pub{version, std::move(memhs)};
+  Published pub{version, {}, segment};
   auto fail = [&](Status s) {
     unmap_all(pub.memhs);
     return s;
@@ -211,29 +180,30 @@ Status UcxPublisherTransport::publish_locked(uint64_t version, std::span<const P
                                       std::to_string(blob->version)));
     }
   }
-  UcxVersionBlob blob{version, worker_address_, {}};
+  UcxVersionBlob blob{version, worker_address_, {}, segment != nullptr, {}};
+  if (segment) blob.segment = segment->locator();
   for (size_t i = 0; i < parts.size(); ++i) {
     const PartPayload& p = parts[i];
     const std::string part_what = what + " part '" + p.name + "'";
     if (Status s = check_deadline(deadline, what); !s.ok()) return fail(s);
     UcxPartBlob b{
         p.name, p.bytes.size(), hashes[i], reinterpret_cast<uintptr_t>(p.bytes.data()), {}};
-    if (in_place) {
-      ucp_mem_h memh = nullptr;
-      if (!p.bytes.empty()) {
-        ucp_mem_map_params_t params{};
-        params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
-                            UCP_MEM_MAP_PARAM_FIELD_PROT;
-        // In place, read-only for everyone: subscribers only ever get from it.
-        params.address = const_cast<uint8_t*>(p.bytes.data());
-        params.length = p.bytes.size();
-        params.prot = UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_REMOTE_READ;
-        ucs_status_t s = ucp_mem_map(context_->get(), &params, &memh);
-        if (s != UCS_OK) return fail(ucx_status(s, part_what + ": ucp_mem_map"));
-      }
-      pub.memhs.push_back(memh);
+    if (segment) b.segment_offset = static_cast<uint64_t>(p.bytes.data() - segment->data().data());
+    ucp_mem_h memh = nullptr;
+    if (!p.bytes.empty()) {
+      ucp_mem_map_params_t params{};
+      params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                          UCP_MEM_MAP_PARAM_FIELD_PROT;
+      // In place (the caller's buffer or its copy), read-only for everyone: subscribers only
+      // ever get from it.
+      params.address = const_cast<uint8_t*>(p.bytes.data());
+      params.length = p.bytes.size();
+      params.prot = UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_REMOTE_READ;
+      ucs_status_t s = ucp_mem_map(context_->get(), &params, &memh);
+      if (s != UCS_OK) return fail(ucx_status(s, part_what + ": ucp_mem_map"));
     }
-    if (ucp_mem_h memh = pub.memhs[i]; memh != nullptr) {
+    pub.memhs.push_back(memh);
+    if (memh != nullptr) {
       void* rkey = nullptr;
       size_t rkey_bytes = 0;
       const ucs_status_t s = ucp_rkey_pack(context_->get(), memh, &rkey, &rkey_bytes);
@@ -270,7 +240,7 @@ void UcxPublisherTransport::retire(const Published& p) {
   // Erased before unmapping, so that no new fetch starts on memory about to be released.
   (void)options_.store->erase(ucx_version_key(p.version));
   if (has_latest_ && p.version == latest_) (void)options_.store->erase(kUcxLatestKey);
-  if (options_.memory == UcxPublisherOptions::Memory::kCopyToUcxMemory && worker_) {
+  if (options_.memory == UcxPublisherOptions::Memory::kCopyToSharedMemory && worker_) {
     lingering_.push_back(p);
   } else {
     unmap_all(p.memhs);

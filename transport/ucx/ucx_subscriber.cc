@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <list>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "transport/ucx/mapped_copy.h"
@@ -26,6 +28,30 @@ Status check_deadline(Deadline deadline, const std::string& what) {
 
 // Unpacked rkeys kept per connection; the oldest versions' are dropped beyond this.
 constexpr size_t kMaxCachedRkeys = 256;
+
+// Versions whose shared segments stay mapped (and failures remembered); older ones are unmapped.
+constexpr size_t kMaxMappedSegments = 4;
+
+// Whether a UCX_TLS-style list lets this subscriber read through shared memory: not when it
+// names transports and none of them is a shared-memory one (or, as "^...", excludes them).
+bool tls_allows_shared_memory(std::string tls) {
+  if (tls.empty()) {
+    const char* env = std::getenv("UCX_TLS");
+    tls = env != nullptr ? env : "";
+  }
+  if (tls.empty()) return true;
+  const bool exclude = tls.front() == '^';
+  if (exclude) tls.erase(0, 1);
+  static const std::set<std::string> kShared = {"all", "sm", "shm", "posix", "sysv", "mm"};
+  bool named = false;
+  size_t from = 0;
+  while (from <= tls.size()) {
+    const size_t comma = std::min(tls.find(',', from), tls.size());
+    if (kShared.count(tls.substr(from, comma - from)) > 0) named = true;
+    from = comma + 1;
+  }
+  return exclude ? !named : named;
+}
 
 // Bytes hashed between two progress calls while gets are in flight: small enough that the
 // gets (which, emulated over tcp or shm, need this worker's progress) keep streaming.
@@ -56,6 +82,7 @@ UcxSubscriberTransport::UcxSubscriberTransport(UcxSubscriberOptions options)
   }
   context_ = std::move(created->context);
   worker_ = std::move(created->worker);
+  map_segments_ = tls_allows_shared_memory(options_.tls);
 }
 
 UcxSubscriberTransport::~UcxSubscriberTransport() {
@@ -126,7 +153,11 @@ Status UcxSubscriberTransport::fetch(uint64_t version, const PartDescriptor& par
     return invalid_argument(what + ": the descriptor does not match the published part");
   }
   Status got = ok_status();
-  if (p->bytes > 0) {
+  const uint8_t* in_segment = p->bytes > 0 ? mapped_segment(blob, what) : nullptr;
+  if (in_segment != nullptr) {
+    loads_.fetch_add(1, std::memory_order_relaxed);
+    got = read_mapped(*p, in_segment + p->segment_offset, dest, deadline).with_context(what);
+  } else if (p->bytes > 0) {
     RETURN_IF_ERROR(sticky_.record(connect(blob.worker_address)));
     auto rk = rkey(version, *p);
     if (!rk.ok()) return sticky_.record(rk.status());
@@ -147,6 +178,31 @@ Status UcxSubscriberTransport::fetch(uint64_t version, const PartDescriptor& par
   auto again = options_.store->get(ucx_version_key(version));
   if (again.ok() && !*again) return not_found(what + ": the version was retired during the fetch");
   return got;
+}
+
+// Segments are mapped once per version and kept for the newest few; a version whose segment
+// cannot be mapped from here is remembered as such (null) and read through UCX. A blob naming
+// another segment for a cached version (a restarted publisher) maps again.
+const uint8_t* UcxSubscriberTransport::mapped_segment(const UcxVersionBlob& blob,
+                                                      const std::string& what) {
+  if (!blob.has_segment || !map_segments_) return nullptr;
+  auto it = segments_.find(blob.version);
+  const SharedSegmentLocator& where = blob.segment;
+  if (it != segments_.end() &&
+      (it->second.where.nonce != where.nonce || it->second.where.pid != where.pid ||
+       it->second.where.fd != where.fd || it->second.where.bytes != where.bytes)) {
+    segments_.erase(it);
+    it = segments_.end();
+  }
+  if (it == segments_.end()) {
+    auto opened = MappedSegment::open(where, what);
+    if (!opened.ok()) segment_failures_.push_back(opened.status().message());
+    it = segments_.emplace(blob.version, Mapped{where, opened.ok() ? std::move(*opened) : nullptr})
+             .first;
+    while (segments_.size() > kMaxMappedSegments) segments_.erase(segments_.begin());
+    while (segment_failures_.size() > kMaxMappedSegments) segment_failures_.pop_front();
+  }
+  return it->second.mapping ? it->second.mapping->data().data() : nullptr;
 }
 
 void UcxSubscriberTransport::on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
@@ -210,8 +266,8 @@ Result<ucp_rkey_h> UcxSubscriberTransport::rkey(uint64_t version, const UcxPartB
 
 // The publisher's memory is mapped here: copied a chunk at a time by this thread while the
 // helper hashes the chunks already copied. Nothing to progress and no connection involved:
-// the mapping stays valid (UCX keeps the segment attached) until the rkey is destroyed, even
-// if the publisher exits or retires the version.
+// the mapping (a shared segment in segments_, or UCX's, held by the rkey) stays valid even if
+// the publisher exits or retires the version meanwhile.
 Status UcxSubscriberTransport::read_mapped(const UcxPartBlob& part, const uint8_t* mapped,
                                            std::span<uint8_t> dest, Deadline deadline) {
   if (!hasher_) hasher_ = std::make_unique<PipelinedHasher>();

@@ -22,6 +22,7 @@
 #include "transport/transport.h"
 #include "transport/ucx/pipelined_hasher.h"
 #include "transport/ucx/rendezvous_store.h"
+#include "transport/ucx/shared_segment.h"
 #include "transport/ucx/ucx_context.h"
 #include "transport/ucx/ucx_version_blob.h"
 
@@ -38,18 +39,15 @@ struct UcxPublisherOptions {
   // Versions kept readable; publishing one more retires the oldest (its store entry is erased,
   // then its memory unmapped).
   size_t keep_versions = 2;
-  // Where subscribers read from. kInPlace maps the caller's buffers (zero copy: RDMA reads
-  // them where they are). kCopyToUcxMemory copies each part into memory UCX allocates
-  // (ucp_mem_map with UCP_MEM_MAP_ALLOCATE): one copy per version on the publisher, after which
-  // the caller's buffers are free, and shared-memory transports (posix, sysv) map that memory
-  // into the subscriber, whose gets become plain loads that need no help from this process.
-  // Over shm, in-place memory can only be read through this publisher's worker (gets emulated
-  // over active messages, two copies and two busy processes per transfer).
-  // Hazard (why kInPlace is the default and the live path's choice): with UCX 1.13, a
-  // subscriber unpacking the rkey of a copy whose memory is already gone (version retired,
-  // publisher closed or dead) crashes inside ucp_ep_rkey_unpack (its error path destroys a
-  // half-built rkey); a subscriber must not hold such a version's blob. docs/DECISIONS.md.
-  enum class Memory { kInPlace, kCopyToUcxMemory };
+  // Where subscribers read from. kInPlace registers the caller's buffers (zero copy: RDMA
+  // reads them where they are). kCopyToSharedMemory copies each version's parts into one
+  // shared-memory segment of its own (shared_segment.h, a memfd), registered the same way for
+  // gets: one copy per version on the publisher, after which the caller's buffers are free, and
+  // a subscriber on this host maps the segment and reads by loads that need nothing from this
+  // process. Over shm, in-place memory can only be read through this publisher's worker (gets
+  // emulated over active messages or cma, at a fraction of memory bandwidth). Why the copies
+  // are not UCX-allocated memory (UCP_MEM_MAP_ALLOCATE): shared_segment.h.
+  enum class Memory { kInPlace, kCopyToSharedMemory };
   Memory memory = Memory::kInPlace;
 };
 
@@ -82,24 +80,21 @@ class UcxPublisherTransport final : public Transport {
  private:
   struct Published {
     uint64_t version = 0;
-    std::vector<ucp_mem_h> memhs;  // null for empty parts
+    std::vector<ucp_mem_h> memhs;            // null for empty parts
+    std::shared_ptr<SharedSegment> segment;  // Memory::kCopyToSharedMemory: the parts' copies
   };
   void progress_loop();
   // Takes `lock` (on mu_) by the deadline and checks the publisher is still usable.
   Status lock_for(std::unique_lock<std::timed_mutex>& lock, Deadline deadline,
                   const std::string& what);
-  // publish() for Memory::kCopyToUcxMemory, after its checks of the arguments.
+  // publish() for Memory::kCopyToSharedMemory, after its checks of the arguments.
   Status publish_copies(uint64_t version, std::span<const PartPayload> parts, Deadline deadline,
                         const std::string& what);
-  // Memory::kCopyToUcxMemory: allocates one UCX buffer per non-empty part (null for empty
-  // ones), under mu_.
-  Result<std::vector<ucp_mem_h>> allocate_locked(std::span<const PartPayload> parts,
-                                                 const std::string& what);
   void unmap_all(const std::vector<ucp_mem_h>& memhs);
-  // `memhs`: the parts' memory already mapped (copies), or empty to map the parts in place.
-  // Takes ownership of `memhs` (unmapped on failure).
+  // Registers every part where it is and publishes the blob; `segment` (null in place) holds
+  // the parts' bytes when they are copies and is named in the blob.
   Status publish_locked(uint64_t version, std::span<const PartPayload> parts,
-                        const std::vector<uint64_t>& hashes, std::vector<ucp_mem_h> memhs,
+                        const std::vector<uint64_t>& hashes, std::shared_ptr<SharedSegment> segment,
                         Deadline deadline);
   void retire(const Published& p);  // erases the store entry, then unmaps
 
@@ -110,9 +105,9 @@ class UcxPublisherTransport final : public Transport {
   std::unique_ptr<UcxWorker> worker_;
   std::vector<uint8_t> worker_address_;
   std::deque<Published> published_;
-  // Memory::kCopyToUcxMemory: retired versions' copies, unmapped only keep_versions versions
-  // later, so that a reader still busy with a just-retired version (or about to unpack its
-  // rkey) finds memory that is still there. Their store entries are already erased.
+  // Memory::kCopyToSharedMemory: retired versions' copies, unmapped only keep_versions versions
+  // later, so that a reader still busy with a just-retired version (a get over tcp, or about to
+  // map its segment) finds memory that is still there. Their store entries are already erased.
   std::deque<Published> lingering_;
   uint64_t latest_ = 0;
   bool has_latest_ = false;
@@ -126,10 +121,11 @@ struct UcxSubscriberOptions {
   std::string tls;
   size_t chunk_bytes = 4 << 20;  // one ucp_get_nbx per chunk
   size_t max_in_flight = 8;      // chunks requested and not yet completed
-  // Where UCX maps the publisher's memory into this process (shared-memory transports and a
-  // publisher serving from UCX-allocated memory: ucp_rkey_ptr succeeds), a get would be a copy
-  // by this thread anyway; the part is then read by loads from the mapping in chunks of this
-  // size, and a helper thread (pipelined_hasher.h) hashes each chunk behind the copy.
+  // Where the publisher's memory is mapped into this process (its shared segment, when it
+  // serves copies and this host, user and pid namespace are its own and the TLS list allows
+  // shared memory; or wherever ucp_rkey_ptr succeeds), a get would be a copy by this thread
+  // anyway; the part is then read by loads from the mapping in chunks of this size, and a
+  // helper thread (pipelined_hasher.h) hashes each chunk behind the copy.
   size_t mapped_chunk_bytes = 64 << 10;
   // Tests: called after each completed chunk with the bytes received so far.
   std::function<void(uint64_t done)> after_chunk;
@@ -155,6 +151,11 @@ class UcxSubscriberTransport final : public Transport {
   Status fetch(uint64_t version, const PartDescriptor& part, std::span<uint8_t> dest,
                Deadline deadline) override;
 
+  // Why the latest shared segments could not be mapped (reports), oldest first.
+  std::vector<std::string> segment_failures() const {
+    std::lock_guard lock(mu_);
+    return {segment_failures_.begin(), segment_failures_.end()};
+  }
   // Non-empty parts fetched so far by loads from a mapping and by gets (reports, tests).
   struct ReadCounts {
     uint64_t loads = 0;
@@ -181,13 +182,22 @@ class UcxSubscriberTransport final : public Transport {
                     Deadline deadline);
   Status read_mapped(const UcxPartBlob& part, const uint8_t* mapped, std::span<uint8_t> dest,
                      Deadline deadline);
+  // The start of the blob's segment's data mapped here, or null (none, or not mappable).
+  const uint8_t* mapped_segment(const UcxVersionBlob& blob, const std::string& what);
 
   UcxSubscriberOptions options_;
   Status init_error_ = ok_status();
   std::unique_ptr<UcxContext> context_;
   std::unique_ptr<UcxWorker> worker_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::unique_ptr<Connection> conn_;
+  bool map_segments_ = false;  // the TLS list allows shared memory
+  struct Mapped {
+    SharedSegmentLocator where;
+    std::unique_ptr<MappedSegment> mapping;  // null: not mappable from here
+  };
+  std::map<uint64_t, Mapped> segments_;  // by version
+  std::deque<std::string> segment_failures_;
   std::unique_ptr<PipelinedHasher> hasher_;  // created at the first fetch of mapped memory
   std::atomic<uint64_t> loads_{0};
   std::atomic<uint64_t> gets_{0};
