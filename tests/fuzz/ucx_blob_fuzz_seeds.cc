@@ -23,6 +23,7 @@ std::vector<std::vector<uint8_t>> make_ucx_blob_seeds() {
   add();
   blob.has_segment = true;  // copies in a shared segment
   blob.segment.host = "6d0c6b1e-2f4a-4a51-9a0e-3b5e0c1d2e3f";
+  blob.segment.pid_namespace = 4026531836;
   blob.segment.pid = 1234;
   blob.segment.fd = 9;
   blob.segment.nonce.fill(0x3c);

@@ -48,9 +48,11 @@ TEST(SharedSegment, MappingOutlivesThePublishersSegment) {
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   seg.reset();  // unmapped and closed by the publisher
   EXPECT_EQ((*m)->data()[100], static_cast<uint8_t>(100 * 7 + 1));
-  // A new reader no longer finds it (unless the fd number was reused: then the nonce refuses).
+  // A new reader no longer finds it (should the fd number be reused, the nonce refuses), and
+  // says so as a closed segment of a live publisher.
   auto again = MappedSegment::open(where, "late reader");
-  EXPECT_FALSE(again.ok());
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), StatusCode::kNotFound) << again.status().to_string();
 }
 
 TEST(SharedSegment, RefusesAnotherHost) {
@@ -67,8 +69,8 @@ TEST(SharedSegment, RefusesAnotherNonce) {
   auto seg = filled(4096);
   ASSERT_NE(seg, nullptr);
   SharedSegmentLocator where = seg->locator();
-  where.nonce[3] ^= 1;
-  expect_refused(where, StatusCode::kFailedPrecondition, "nonce differs");
+  where.nonce[3] ^= 1;  // as if the fd number now named another segment
+  expect_refused(where, StatusCode::kNotFound, "nonce differs");
 }
 
 TEST(SharedSegment, RefusesAnotherSize) {
@@ -77,9 +79,9 @@ TEST(SharedSegment, RefusesAnotherSize) {
   ASSERT_NE(seg, nullptr);
   SharedSegmentLocator where = seg->locator();
   where.bytes += 4096;
-  expect_refused(where, StatusCode::kFailedPrecondition, "regular file");
+  expect_refused(where, StatusCode::kNotFound, "regular file");
   where.bytes = UINT64_MAX;  // header + bytes would wrap
-  expect_refused(where, StatusCode::kFailedPrecondition, "regular file");
+  expect_refused(where, StatusCode::kNotFound, "regular file");
 }
 
 TEST(SharedSegment, RefusesAnFdThatIsNotASegment) {
@@ -88,10 +90,11 @@ TEST(SharedSegment, RefusesAnFdThatIsNotASegment) {
   ASSERT_EQ(::pipe(fds), 0);
   SharedSegmentLocator where;
   where.host = this_host_boot_id();
+  where.pid_namespace = this_pid_namespace();
   where.pid = static_cast<uint32_t>(::getpid());
   where.fd = static_cast<uint32_t>(fds[0]);  // a FIFO: opened without blocking, then refused
   where.bytes = 0;
-  expect_refused(where, StatusCode::kFailedPrecondition, "regular file");
+  expect_refused(where, StatusCode::kNotFound, "regular file");
   ::close(fds[0]);
   ::close(fds[1]);
 }
@@ -100,9 +103,20 @@ TEST(SharedSegment, RefusesAProcessThatIsGone) {
   if (this_host_boot_id().empty()) GTEST_SKIP() << "no /proc/sys/kernel/random/boot_id here";
   SharedSegmentLocator where;
   where.host = this_host_boot_id();
+  where.pid_namespace = this_pid_namespace();
   where.pid = 0x7ffffff0;  // above any pid_max
   where.fd = 3;
-  expect_refused(where, StatusCode::kNotFound, "/proc/");
+  expect_refused(where, StatusCode::kIoError, "has exited");
+}
+
+TEST(SharedSegment, RefusesAnotherPidNamespace) {
+  if (this_host_boot_id().empty()) GTEST_SKIP() << "no /proc/sys/kernel/random/boot_id here";
+  auto seg = filled(4096);
+  ASSERT_NE(seg, nullptr);
+  SharedSegmentLocator where = seg->locator();
+  EXPECT_EQ(where.pid_namespace, this_pid_namespace());
+  where.pid_namespace += 1;
+  expect_refused(where, StatusCode::kFailedPrecondition, "another pid namespace");
 }
 
 }  // namespace

@@ -210,8 +210,9 @@ TEST_P(UcxForkedPublisher, CopiesAreReadFromTheSharedSegmentOverShm) {
 }
 
 // The case that crashed UCX 1.13 when copies were UCX-allocated memory: the publisher is gone
-// before the subscriber first touches the version. Its segment no longer opens, the fetch falls
-// back to gets, and those fail as a connection error (or at the deadline), never a crash.
+// before the subscriber first touches the version. Over shm its segment no longer opens and
+// /proc says the process exited: a sticky connection error without touching UCX. Over tcp
+// the gets' endpoint fails. Never a crash, never a hang.
 TEST_P(UcxForkedPublisher, CopyServingPublisherGoneBeforeTheFetchIsAnError) {
   constexpr size_t kBytes = 1 << 20;
   if (!start(kBytes, 2, UcxPublisherOptions::Memory::kCopyToSharedMemory)) {
@@ -228,11 +229,16 @@ TEST_P(UcxForkedPublisher, CopyServingPublisherGoneBeforeTheFetchIsAnError) {
   const Status s = subscriber.fetch(1, d->parts[0], dest, deadline_in(seconds(20)));
   EXPECT_FALSE(s.ok());
   EXPECT_EQ(subscriber.read_counts().loads, 0u);
+  EXPECT_EQ(s.code(), StatusCode::kIoError) << s.to_string();
   if (GetParam() == "shm") {
+    EXPECT_NE(s.message().find("has exited"), std::string::npos) << s.to_string();
+    EXPECT_EQ(subscriber.read_counts().gets, 0u);
     const auto failures = subscriber.segment_failures();
     ASSERT_EQ(failures.size(), 1u);
     EXPECT_NE(failures[0].find("/proc/"), std::string::npos) << failures[0];
   }
+  const Status again = subscriber.fetch(1, d->parts[0], dest, deadline_in(seconds(20)));
+  EXPECT_NE(again.message().find("sticky"), std::string::npos) << again.to_string();
   std::printf("UCX_TLS=%s, fetch from a copy-serving publisher already gone: %s\n",
               GetParam().c_str(), s.to_string().c_str());
 }

@@ -43,6 +43,7 @@ UcxVersionBlob with_segment() {
   UcxVersionBlob b = sample();
   b.has_segment = true;
   b.segment.host = "0f1e2d3c-aaaa-bbbb-cccc-123456789abc";
+  b.segment.pid_namespace = 4026531836;
   b.segment.pid = 4321;
   b.segment.fd = 17;
   b.segment.nonce.fill(0x5a);
@@ -69,6 +70,7 @@ TEST(UcxVersionBlob, RoundTripsASegment) {
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   ASSERT_TRUE(back->has_segment);
   EXPECT_EQ(back->segment.host, with_segment().segment.host);
+  EXPECT_EQ(back->segment.pid_namespace, 4026531836u);
   EXPECT_EQ(back->segment.pid, 4321u);
   EXPECT_EQ(back->segment.fd, 17u);
   EXPECT_EQ(back->segment.nonce, with_segment().segment.nonce);

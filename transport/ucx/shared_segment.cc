@@ -34,6 +34,14 @@ const std::string& this_host_boot_id() {
   return id;
 }
 
+uint64_t this_pid_namespace() {
+  static const uint64_t ns = [] {
+    struct stat st {};
+    return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+  }();
+  return ns;
+}
+
 Result<std::unique_ptr<SharedSegment>> SharedSegment::create(uint64_t bytes,
                                                              const std::string& what) {
   const std::string& host = this_host_boot_id();
@@ -58,6 +66,7 @@ Result<std::unique_ptr<SharedSegment>> SharedSegment::create(uint64_t bytes,
     return io_error(what + ": getrandom for the segment's nonce: " + errno_text(errno));
   }
   loc.host = host;
+  loc.pid_namespace = this_pid_namespace();
   loc.pid = static_cast<uint32_t>(::getpid());
   loc.fd = static_cast<uint32_t>(seg->fd_);
   loc.bytes = bytes;
@@ -78,13 +87,29 @@ Result<std::unique_ptr<MappedSegment>> MappedSegment::open(const SharedSegmentLo
   if (host.empty() || where.host != host) {
     return failed_precondition(what + ": the publisher's segment is on another host");
   }
-  const std::string path = "/proc/" + std::to_string(where.pid) + "/fd/" + std::to_string(where.fd);
+  if (where.pid_namespace == 0 || where.pid_namespace != this_pid_namespace()) {
+    return failed_precondition(what + ": the publisher is in another pid namespace");
+  }
+  const std::string proc = "/proc/" + std::to_string(where.pid);
+  const std::string path = proc + "/fd/" + std::to_string(where.fd);
+  // The segment is gone; whether its process is too decides how (see the header).
+  auto gone = [&](const std::string& why) -> Status {
+    struct stat st {};
+    if (::stat(proc.c_str(), &st) != 0) {
+      return io_error(what + ": the publisher (pid " + std::to_string(where.pid) +
+                      ") has exited: " + why);
+    }
+    return not_found(what + ": its segment is closed (version retired or publisher closed): " +
+                     why);
+  };
   // Non-blocking: should the fd number now name a FIFO, open() must not wait for a writer.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     const int e = errno;
-    const std::string why = what + ": open " + path + ": " + errno_text(e);
-    return e == ENOENT || e == ESRCH ? not_found(why) : failed_precondition(why);
+    const std::string why = "open " + path + ": " + errno_text(e);
+    // ENXIO: the fd number now names a socket.
+    if (e == ENOENT || e == ESRCH || e == ENXIO) return gone(why);
+    return failed_precondition(what + ": " + why);
   }
   struct stat st {};
   const size_t want = kSharedSegmentHeaderBytes + where.bytes;
@@ -93,10 +118,7 @@ Result<std::unique_ptr<MappedSegment>> MappedSegment::open(const SharedSegmentLo
   void* base = sized ? ::mmap(nullptr, want, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
   const int map_errno = errno;
   ::close(fd);  // the mapping holds the file
-  if (!sized) {
-    return failed_precondition(what + ": " + path + " is not a " + std::to_string(want) +
-                               "-byte regular file");
-  }
+  if (!sized) return gone(path + " is not a " + std::to_string(want) + "-byte regular file");
   if (base == MAP_FAILED) {
     return failed_precondition(what + ": mmap of " + path + ": " + errno_text(map_errno));
   }
@@ -108,8 +130,7 @@ Result<std::unique_ptr<MappedSegment>> MappedSegment::open(const SharedSegmentLo
   if (std::memcmp(seg->base_, kMagic, sizeof kMagic) != 0 ||
       std::memcmp(seg->base_ + kNonceAt, where.nonce.data(), where.nonce.size()) != 0 ||
       bytes != where.bytes) {
-    return failed_precondition(what + ": " + path +
-                               " is not the segment the version names (its nonce differs)");
+    return gone(path + " is not the segment the version names (its nonce differs)");
   }
   return seg;
 }

@@ -31,6 +31,7 @@ inline constexpr size_t kSharedSegmentMaxHostBytes = 64;
 // Where a segment is, as the version blob carries it.
 struct SharedSegmentLocator {
   std::string host;  // the publisher's boot id (/proc/sys/kernel/random/boot_id)
+  uint64_t pid_namespace = 0;  // inode of its /proc/self/ns/pid (0: unknown)
   uint32_t pid = 0;
   uint32_t fd = 0;
   std::array<uint8_t, 16> nonce{};
@@ -40,6 +41,9 @@ struct SharedSegmentLocator {
 // This host's boot id, read once; empty when /proc does not have it (no segment is then
 // ever mapped).
 const std::string& this_host_boot_id();
+// The inode of this process's pid namespace (0 when /proc does not say): a pid in a locator
+// means the same process only within the same namespace.
+uint64_t this_pid_namespace();
 
 // The publisher's side: a memfd of `bytes` data bytes, mapped read-write here. Closing it (the
 // destructor) unmaps and closes; subscribers that mapped it keep their mapping.
@@ -65,10 +69,13 @@ class SharedSegment {
 // The subscriber's side: the segment a locator names, mapped read-only.
 class MappedSegment {
  public:
-  // Why the segment cannot be mapped from here, naming `what`: kNotFound when the publisher's
-  // process or fd is gone (it exited, or the version retired), kFailedPrecondition for another
-  // host, no permission, or a file that is not the segment promised. Callers fall back to
-  // reading through UCX, which reports a dead publisher as a connection error.
+  // Why the segment cannot be mapped, naming `what` and the path:
+  //  * kFailedPrecondition: not from here (another host or pid namespace, no permission to
+  //    open the publisher's fds): the caller reads through UCX instead;
+  //  * kNotFound: the segment is gone while its process lives (version retired, publisher
+  //    closed; the fd now names nothing or something else, such as a FIFO or another memfd);
+  //  * kIoError: the publisher's process has exited.
+  // The last two mean no read of that version can succeed, through UCX either.
   static Result<std::unique_ptr<MappedSegment>> open(const SharedSegmentLocator& where,
                                                      const std::string& what);
   ~MappedSegment();

@@ -153,7 +153,16 @@ Status UcxSubscriberTransport::fetch(uint64_t version, const PartDescriptor& par
     return invalid_argument(what + ": the descriptor does not match the published part");
   }
   Status got = ok_status();
-  const uint8_t* in_segment = p->bytes > 0 ? mapped_segment(blob, what) : nullptr;
+  const uint8_t* in_segment = nullptr;
+  if (p->bytes > 0) {
+    auto mapped = mapped_segment(blob, what);
+    // The publisher's exit is a connection error (sticky), a closed segment is not.
+    if (!mapped.ok() && mapped.status().code() == StatusCode::kIoError) {
+      return sticky_.record(mapped.status());
+    }
+    if (!mapped.ok()) return mapped.status();
+    in_segment = *mapped;
+  }
   if (in_segment != nullptr) {
     loads_.fetch_add(1, std::memory_order_relaxed);
     got = read_mapped(*p, in_segment + p->segment_offset, dest, deadline).with_context(what);
@@ -180,11 +189,13 @@ Status UcxSubscriberTransport::fetch(uint64_t version, const PartDescriptor& par
   return got;
 }
 
-// Segments are mapped once per version and kept for the newest few; a version whose segment
-// cannot be mapped from here is remembered as such (null) and read through UCX. A blob naming
+// Segments are mapped once per version and kept for the newest few. A segment that cannot be
+// mapped from here (another host or pid namespace, no permission) is remembered as such (null)
+// and the version read through UCX; one that is gone is an error, since UCX could not read it
+// either (and, over shm, an endpoint to a closed worker costs UCX 1.13 a leak). A blob naming
 // another segment for a cached version (a restarted publisher) maps again.
-const uint8_t* UcxSubscriberTransport::mapped_segment(const UcxVersionBlob& blob,
-                                                      const std::string& what) {
+Result<const uint8_t*> UcxSubscriberTransport::mapped_segment(const UcxVersionBlob& blob,
+                                                              const std::string& what) {
   if (!blob.has_segment || !map_segments_) return nullptr;
   auto it = segments_.find(blob.version);
   const SharedSegmentLocator& where = blob.segment;
@@ -196,11 +207,14 @@ const uint8_t* UcxSubscriberTransport::mapped_segment(const UcxVersionBlob& blob
   }
   if (it == segments_.end()) {
     auto opened = MappedSegment::open(where, what);
-    if (!opened.ok()) segment_failures_.push_back(opened.status().message());
+    if (!opened.ok()) {
+      segment_failures_.push_back(opened.status().message());
+      while (segment_failures_.size() > kMaxMappedSegments) segment_failures_.pop_front();
+      if (opened.status().code() != StatusCode::kFailedPrecondition) return opened.status();
+    }
     it = segments_.emplace(blob.version, Mapped{where, opened.ok() ? std::move(*opened) : nullptr})
              .first;
     while (segments_.size() > kMaxMappedSegments) segments_.erase(segments_.begin());
-    while (segment_failures_.size() > kMaxMappedSegments) segment_failures_.pop_front();
   }
   return it->second.mapping ? it->second.mapping->data().data() : nullptr;
 }

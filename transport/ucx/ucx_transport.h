@@ -1,6 +1,7 @@
 // The UCX backend of the Transport interface (transport.h, DESIGN §5): the publisher
-// registers each part's memory in place and leaves a version blob (ucx_version_blob.h) in a
-// RendezvousStore; subscribers read parts with one-sided gets (ucp_get_nbx) and verify them.
+// registers each part's memory (in place, or its copy in a shared segment) and leaves a
+// version blob (ucx_version_blob.h) in a RendezvousStore; subscribers read parts with
+// one-sided gets (ucp_get_nbx), or by loads from a segment mapped here, and verify them.
 // The transports UCX picks (verbs, cuda_ipc, shm, tcp) come from UCX_TLS or the `tls` option.
 //
 // A publisher and a subscriber are separate objects with their own UCP context and worker;
@@ -182,8 +183,9 @@ class UcxSubscriberTransport final : public Transport {
                     Deadline deadline);
   Status read_mapped(const UcxPartBlob& part, const uint8_t* mapped, std::span<uint8_t> dest,
                      Deadline deadline);
-  // The start of the blob's segment's data mapped here, or null (none, or not mappable).
-  const uint8_t* mapped_segment(const UcxVersionBlob& blob, const std::string& what);
+  // The start of the blob's segment's data mapped here, or null (no segment, or one that
+  // cannot be mapped from here: read through UCX); an error when the segment is gone.
+  Result<const uint8_t*> mapped_segment(const UcxVersionBlob& blob, const std::string& what);
 
   UcxSubscriberOptions options_;
   Status init_error_ = ok_status();

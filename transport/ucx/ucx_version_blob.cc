@@ -76,6 +76,7 @@ Status decode_segment(Reader& r, UcxVersionBlob& blob) {
   RETURN_IF_ERROR(r.bytes(host, kSharedSegmentMaxHostBytes, "segment host"));
   if (host.empty()) return data_loss("ucx version blob: the segment's host id is empty");
   blob.segment.host.assign(host.begin(), host.end());
+  RETURN_IF_ERROR(r.u64(blob.segment.pid_namespace, "segment pid namespace"));
   RETURN_IF_ERROR(r.u32(blob.segment.pid, "segment pid"));
   RETURN_IF_ERROR(r.u32(blob.segment.fd, "segment fd"));
   RETURN_IF_ERROR(r.raw(blob.segment.nonce.data(), blob.segment.nonce.size(), "segment nonce"));
@@ -105,6 +106,7 @@ Result<std::vector<uint8_t>> encode_ucx_version_blob(const UcxVersionBlob& blob)
       return invalid_argument("ucx version blob: the segment's host id is empty or too long");
     }
     w.bytes({reinterpret_cast<const uint8_t*>(blob.segment.host.data()), blob.segment.host.size()});
+    w.u64(blob.segment.pid_namespace);
     w.u32(blob.segment.pid);
     w.u32(blob.segment.fd);
     w.raw(blob.segment.nonce.data(), blob.segment.nonce.size());
