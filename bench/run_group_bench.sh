@@ -4,7 +4,8 @@
 # as a full safetensors file on the same disk, measured in the same run (what a filesystem
 # broadcast without deltas costs: one write, one read per subscriber). Each count runs twice:
 # subscribers reading deltas from the journal (fs) and live over UCX (ucx, UCX choosing its
-# transports: shared memory on one machine).
+# transports: shared memory on one machine), the publisher serving in place (ucx) and from a
+# shared-memory copy (ucx-copy; ucx.publisher_memory).
 #   bench/run_group_bench.sh [build dir] [parameters]
 set -euo pipefail
 build=${1:-build}
@@ -16,11 +17,15 @@ echo "== rank group: publish -> all-acked, ${parameters} bf16 parameters, 1 % de
 printf '%9s %11s %14s %14s %12s %12s %16s %8s\n' transport subscribers delta_median \
   anchor_median write_full read_full "full_broadcast" ratio
 for n in 1 2 4; do
-  for transport in fs ucx; do
+  for transport in fs ucx ucx-copy; do
     run="$work/$transport-n$n"
-    list=$([ "$transport" = ucx ] && echo ucx,fs || echo fs)
+    case $transport in
+      fs) extra=(--transports fs) ;;
+      ucx) extra=(--transports ucx,fs --ucx-publisher-memory in_place) ;;
+      ucx-copy) extra=(--transports ucx,fs --ucx-publisher-memory copy) ;;
+    esac
     "$demo" --work-dir "$run" --parameters "$parameters" --versions 10 --subscribers "$n" \
-      --transports "$list" --no-faults --json-out "$run.json" >"$run.log" 2>&1 ||
+      "${extra[@]}" --no-faults --json-out "$run.json" >"$run.log" 2>&1 ||
       { echo "run $transport with $n subscribers failed; see $run.log" >&2; tail -20 "$run.log" >&2; exit 1; }
     python3 - "$run.json" "$transport" <<'PY'
 import json, sys

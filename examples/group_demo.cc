@@ -88,6 +88,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fs", "ucx"}))
       ->capture_default_str();
   app.add_option("--ucx-tls", a.ucx_tls, "UCX_TLS for the ucx transport (default: UCX chooses)");
+  app.add_option("--ucx-publisher-memory", a.ucx_publisher_memory,
+                 "Where the publisher serves ucx reads from: in_place, copy or auto (default)")
+      ->check(CLI::IsMember({"auto", "in_place", "copy"}));
   app.add_option("--bin", a.bin_dir, "Directory of weightcastd and weightcast")
       ->capture_default_str();
   app.add_option("--timeout-s", timeout_s, "Fail when the run takes longer")->capture_default_str();

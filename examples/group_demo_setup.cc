@@ -28,6 +28,7 @@ Result<DemoGroup> prepare_demo_group(const DemoArgs& args) {
   o.demo_versions = args.versions;
   o.transports = args.transports;
   o.ucx_tls = args.ucx_tls;
+  o.ucx_publisher_memory = args.ucx_publisher_memory;
   o.overwrite = true;
   ASSIGN_OR_RETURN(GroupInitResult r, init_group(o));
   g.config_path = r.config_path;

@@ -29,7 +29,8 @@ struct DemoArgs {
   bool baseline = true;  // time a full safetensors write + read of the model
   // Live subscribers read deltas over UCX when the build and host have it, else the journal.
   std::vector<std::string> transports = {"ucx", "fs"};
-  std::string ucx_tls;  // empty: UCX chooses (shared memory on one machine)
+  std::string ucx_tls;               // empty: UCX chooses (shared memory on one machine)
+  std::string ucx_publisher_memory;  // empty: auto (copies on a host without RDMA)
 };
 
 struct DemoGroup {

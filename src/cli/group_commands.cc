@@ -71,6 +71,10 @@ void register_init(CLI::App* group, int& exit_code) {
       ->capture_default_str();
   init->add_option("--ucx-tls", o->ucx_tls,
                    "UCX_TLS value for the ucx transport (default: UCX chooses), e.g. shm,tcp");
+  init->add_option("--ucx-publisher-memory", o->ucx_publisher_memory,
+                   "Where the publisher serves ucx reads from: in_place, copy, or auto (copy "
+                   "unless the host has RDMA devices; docs/CONFIG.md)")
+      ->check(CLI::IsMember({"auto", "in_place", "copy"}));
   init->add_option("--demo-parameters", o->demo_parameters,
                    "Add a demo: section (a synthetic model for publishers without a trainer)");
   init->add_option("--demo-versions", o->demo_versions, "Versions the demo model publishes")

@@ -72,7 +72,10 @@ Result<GroupInitResult> init_group(const GroupInitOptions& o) {
     << "max_in_flight: " << o.max_in_flight << "\n"
     << "timeouts: {heartbeat_ms: " << o.heartbeat_ms << ", dead_after_ms: " << o.dead_after_ms
     << ", ack_timeout_ms: " << o.ack_timeout_ms << ", lease_ttl_ms: " << o.lease_ttl_ms << "}\n";
-  if (!o.ucx_tls.empty()) y << "ucx:\n  tls: \"" << o.ucx_tls << "\"\n";
+  if (!o.ucx_tls.empty() || !o.ucx_publisher_memory.empty()) y << "ucx:\n";
+  if (!o.ucx_tls.empty()) y << "  tls: \"" << o.ucx_tls << "\"\n";
+  if (!o.ucx_publisher_memory.empty())
+    y << "  publisher_memory: " << o.ucx_publisher_memory << "\n";
   const uint32_t ranks = 1 + o.publishers + o.subscribers;
   std::vector<CurveKeyPair> pairs;
   if (o.curve) {

@@ -28,6 +28,8 @@ struct GroupInitOptions {
   // In preference order; a rank that cannot use ucx (no UCX here) gets the next one.
   std::vector<std::string> transports = {"ucx", "fs"};
   std::string ucx_tls;  // the ucx.tls field when not empty (default: UCX chooses)
+  // The ucx.publisher_memory field when not empty (default auto: docs/CONFIG.md).
+  std::string ucx_publisher_memory;
   // A demo: section for publishers without a trainer (0 parameters: none).
   uint64_t demo_parameters = 0;
   double demo_density = 0.01;

@@ -99,8 +99,8 @@ Result<std::unique_ptr<MappedSegment>> MappedSegment::open(const SharedSegmentLo
       return io_error(what + ": the publisher (pid " + std::to_string(where.pid) +
                       ") has exited: " + why);
     }
-    return not_found(what + ": its segment is closed (version retired or publisher closed): " +
-                     why);
+    return not_found(what +
+                     ": its segment is closed (version retired or publisher closed): " + why);
   };
   // Non-blocking: should the fd number now name a FIFO, open() must not wait for a writer.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);

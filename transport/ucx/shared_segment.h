@@ -30,7 +30,7 @@ inline constexpr size_t kSharedSegmentMaxHostBytes = 64;
 
 // Where a segment is, as the version blob carries it.
 struct SharedSegmentLocator {
-  std::string host;  // the publisher's boot id (/proc/sys/kernel/random/boot_id)
+  std::string host;            // the publisher's boot id (/proc/sys/kernel/random/boot_id)
   uint64_t pid_namespace = 0;  // inode of its /proc/self/ns/pid (0: unknown)
   uint32_t pid = 0;
   uint32_t fd = 0;
