@@ -163,9 +163,12 @@ int main(int argc, char** argv) {
       if (m.role() != proto::ROLE_SUBSCRIBER || m.transport().empty()) continue;
       if (transports[m.rank()] == m.transport()) continue;
       transports[m.rank()] = m.transport();
+      // The publisher, on this host, resolves ucx.publisher_memory by the same rule.
+      const char* ucx_how = ucx_live_serves_copies(a.ucx_publisher_memory)
+                                ? "deltas read over UCX from the publisher's copy in shared memory"
+                                : "deltas read over UCX from the publisher's memory, in place";
       std::printf("-- subscriber rank %u uses %s (%s)\n", m.rank(), m.transport().c_str(),
-                  m.transport() == "ucx" ? "deltas read from the publisher's memory over UCX"
-                                         : "versions read from the journal");
+                  m.transport() == "ucx" ? ucx_how : "versions read from the journal");
     }
     const uint64_t head = status.has_head() ? status.head_version() : 0;
     if (a.kill_restart && !killed && status.has_head() && head >= a.kill_at) {

@@ -149,6 +149,19 @@ Status parse_ucx(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg) 
   return ok_status();
 }
 
+}  // namespace
+
+bool ucx_live_serves_copies(const std::string& publisher_memory) {
+  if (publisher_memory == "copy") return true;
+  if (publisher_memory == "in_place") return false;
+  std::error_code ec;
+  const std::filesystem::path rdma("/sys/class/infiniband");
+  return !std::filesystem::is_directory(rdma, ec) ||
+         std::filesystem::directory_iterator(rdma, ec) == std::filesystem::directory_iterator();
+}
+
+namespace {
+
 Status parse_timeouts(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg) {
   const YAML::Node m = n.IsDefined() ? n : YAML::Node(YAML::NodeType::Map);
   RETURN_IF_ERROR(r.mapping(m, "timeouts",

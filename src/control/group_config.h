@@ -43,6 +43,12 @@ Result<proto::GroupConfig> parse_group_config(std::string_view yaml_text, std::s
 Result<proto::GroupConfig> load_group_config(const std::string& path,
                                              const GroupConfigLimits& limits = {});
 
+// Where a publisher on this host serves UCX reads from, for the group's ucx.publisher_memory
+// ("auto" or empty: in place on a host with RDMA devices, where the fabric reads the buffers
+// directly; copies in shared memory elsewhere, which subscribers on the host map:
+// docs/DECISIONS.md). True for copies.
+bool ucx_live_serves_copies(const std::string& publisher_memory);
+
 // The entry of `rank` (kNotFound naming the rank and the ranks the config has).
 Result<proto::RankConfig> find_rank(const proto::GroupConfig& config, uint32_t rank);
 

@@ -1,8 +1,8 @@
 #include "src/endpoint/ucx_live.h"
 
-#include <filesystem>
 #include <utility>
 
+#include "src/control/group_config.h"
 #include "transport/fs/journal_files.h"
 #include "weightcast/config.h"
 
@@ -15,15 +15,6 @@ namespace weightcast {
 
 bool ucx_built() {
   return WEIGHTCAST_HAVE_UCX != 0;
-}
-
-bool ucx_live_serves_copies(const std::string& publisher_memory) {
-  if (publisher_memory == "copy") return true;
-  if (publisher_memory == "in_place") return false;
-  std::error_code ec;
-  const std::filesystem::path rdma("/sys/class/infiniband");
-  return !std::filesystem::is_directory(rdma, ec) ||
-         std::filesystem::directory_iterator(rdma, ec) == std::filesystem::directory_iterator();
 }
 
 Status check_live_delta_parts(const std::string& what, uint64_t version,

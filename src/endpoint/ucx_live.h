@@ -36,12 +36,6 @@ inline constexpr const char* kUcxManifestPart = "MANIFEST";
 // True when this build has the UCX backend.
 bool ucx_built();
 
-// Where the live publisher serves from, for the group's ucx.publisher_memory ("auto" or
-// empty: in place on a host with RDMA devices, where the fabric reads the buffers directly;
-// copies in shared memory elsewhere, which subscribers on the host map: docs/DECISIONS.md).
-// True for copies.
-bool ucx_live_serves_copies(const std::string& publisher_memory);
-
 // Publisher side. Serving in place, keeps the last `keep_versions` served deltas' bytes alive
 // (they are registered where they are); serving copies, the transport owns them. Serving one
 // more retires the oldest.

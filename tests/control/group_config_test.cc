@@ -204,5 +204,18 @@ TEST(GroupConfig, FindRankAndRoleName) {
   EXPECT_EQ(role_name(proto::ROLE_UNSPECIFIED), "unspecified");
 }
 
+// ucx.publisher_memory: explicit choices as written; auto copies unless the host has RDMA
+// devices (which this test reads the same way, from /sys/class/infiniband).
+TEST(UcxLivePublisherMemory, ExplicitChoicesAndAuto) {
+  EXPECT_TRUE(ucx_live_serves_copies("copy"));
+  EXPECT_FALSE(ucx_live_serves_copies("in_place"));
+  std::error_code ec;
+  const bool rdma = std::filesystem::is_directory("/sys/class/infiniband", ec) &&
+                    std::filesystem::directory_iterator("/sys/class/infiniband", ec) !=
+                        std::filesystem::directory_iterator();
+  EXPECT_EQ(ucx_live_serves_copies("auto"), !rdma);
+  EXPECT_EQ(ucx_live_serves_copies(""), !rdma);
+}
+
 }  // namespace
 }  // namespace weightcast::group_config_test

@@ -2,7 +2,6 @@
 // check_live_delta_parts in src/endpoint/ucx_live.h.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -35,19 +34,6 @@ TEST(LiveDeltaParts, TheManifestPartThenExactlyTheManifestsFilesInOrder) {
   Status swapped = check_live_delta_parts("v7", 7, m, {"MANIFEST", "part-1", "part-0"});
   EXPECT_EQ(swapped.code(), StatusCode::kDataLoss);
   EXPECT_EQ(swapped.message(), "v7: served part 'part-1' is not the manifest's 'part-0'");
-}
-
-// ucx.publisher_memory: explicit choices as written; auto copies unless the host has RDMA
-// devices (which this test reads the same way, from /sys/class/infiniband).
-TEST(UcxLivePublisherMemory, ExplicitChoicesAndAuto) {
-  EXPECT_TRUE(ucx_live_serves_copies("copy"));
-  EXPECT_FALSE(ucx_live_serves_copies("in_place"));
-  std::error_code ec;
-  const bool rdma = std::filesystem::is_directory("/sys/class/infiniband", ec) &&
-                    std::filesystem::directory_iterator("/sys/class/infiniband", ec) !=
-                        std::filesystem::directory_iterator();
-  EXPECT_EQ(ucx_live_serves_copies("auto"), !rdma);
-  EXPECT_EQ(ucx_live_serves_copies(""), !rdma);
 }
 
 }  // namespace
