@@ -25,8 +25,15 @@ void expect_refused(const SharedSegmentLocator& where, StatusCode code, const st
   EXPECT_NE(m.status().message().find(what), std::string::npos) << m.status().message();
 }
 
-TEST(SharedSegment, ReaderSeesTheBytesAndLaterWrites) {
-  if (this_host_boot_id().empty()) GTEST_SKIP() << "no /proc/sys/kernel/random/boot_id here";
+// Every case needs the host's boot id, which segments are tied to.
+class SharedSegments : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (this_host_boot_id().empty()) GTEST_SKIP() << "no /proc/sys/kernel/random/boot_id here";
+  }
+};
+
+TEST_F(SharedSegments, ReaderSeesTheBytesAndLaterWrites) {
   auto seg = filled(1 << 20);
   ASSERT_NE(seg, nullptr);
   EXPECT_EQ(seg->locator().pid, static_cast<uint32_t>(::getpid()));
@@ -39,8 +46,7 @@ TEST(SharedSegment, ReaderSeesTheBytesAndLaterWrites) {
   EXPECT_EQ((*m)->data()[12345], seg->data()[12345]);
 }
 
-TEST(SharedSegment, MappingOutlivesThePublishersSegment) {
-  if (this_host_boot_id().empty()) GTEST_SKIP() << "no /proc/sys/kernel/random/boot_id here";
+TEST_F(SharedSegments, MappingOutlivesThePublishersSegment) {
   auto seg = filled(64 << 10);
   ASSERT_NE(seg, nullptr);
   const SharedSegmentLocator where = seg->locator();
@@ -55,8 +61,7 @@ TEST(SharedSegment, MappingOutlivesThePublishersSegment) {
   EXPECT_EQ(again.status().code(), StatusCode::kNotFound) << again.status().to_string();
 }
 
-TEST(SharedSegment, RefusesAnotherHost) {
-  if (this_host_boot_id().empty()) GTEST_SKIP() << "no /proc/sys/kernel/random/boot_id here";
+TEST_F(SharedSegments, RefusesAnotherHost) {
   auto seg = filled(4096);
   ASSERT_NE(seg, nullptr);
   SharedSegmentLocator where = seg->locator();
@@ -64,8 +69,7 @@ TEST(SharedSegment, RefusesAnotherHost) {
   expect_refused(where, StatusCode::kFailedPrecondition, "on another host");
 }
 
-TEST(SharedSegment, RefusesAnotherNonce) {
-  if (this_host_boot_id().empty()) GTEST_SKIP() << "no /proc/sys/kernel/random/boot_id here";
+TEST_F(SharedSegments, RefusesAnotherNonce) {
   auto seg = filled(4096);
   ASSERT_NE(seg, nullptr);
   SharedSegmentLocator where = seg->locator();
@@ -73,8 +77,7 @@ TEST(SharedSegment, RefusesAnotherNonce) {
   expect_refused(where, StatusCode::kNotFound, "nonce differs");
 }
 
-TEST(SharedSegment, RefusesAnotherSize) {
-  if (this_host_boot_id().empty()) GTEST_SKIP() << "no /proc/sys/kernel/random/boot_id here";
+TEST_F(SharedSegments, RefusesAnotherSize) {
   auto seg = filled(4096);
   ASSERT_NE(seg, nullptr);
   SharedSegmentLocator where = seg->locator();
@@ -84,8 +87,7 @@ TEST(SharedSegment, RefusesAnotherSize) {
   expect_refused(where, StatusCode::kNotFound, "regular file");
 }
 
-TEST(SharedSegment, RefusesAnFdThatIsNotASegment) {
-  if (this_host_boot_id().empty()) GTEST_SKIP() << "no /proc/sys/kernel/random/boot_id here";
+TEST_F(SharedSegments, RefusesAnFdThatIsNotASegment) {
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
   SharedSegmentLocator where;
@@ -99,8 +101,7 @@ TEST(SharedSegment, RefusesAnFdThatIsNotASegment) {
   ::close(fds[1]);
 }
 
-TEST(SharedSegment, RefusesAProcessThatIsGone) {
-  if (this_host_boot_id().empty()) GTEST_SKIP() << "no /proc/sys/kernel/random/boot_id here";
+TEST_F(SharedSegments, RefusesAProcessThatIsGone) {
   SharedSegmentLocator where;
   where.host = this_host_boot_id();
   where.pid_namespace = this_pid_namespace();
@@ -109,8 +110,7 @@ TEST(SharedSegment, RefusesAProcessThatIsGone) {
   expect_refused(where, StatusCode::kIoError, "has exited");
 }
 
-TEST(SharedSegment, RefusesAnotherPidNamespace) {
-  if (this_host_boot_id().empty()) GTEST_SKIP() << "no /proc/sys/kernel/random/boot_id here";
+TEST_F(SharedSegments, RefusesAnotherPidNamespace) {
   auto seg = filled(4096);
   ASSERT_NE(seg, nullptr);
   SharedSegmentLocator where = seg->locator();
