@@ -102,7 +102,12 @@ Result<std::unique_ptr<MappedSegment>> MappedSegment::open(const SharedSegmentLo
     return not_found(what +
                      ": its segment is closed (version retired or publisher closed): " + why);
   };
-  // Non-blocking: should the fd number now name a FIFO, open() must not wait for a writer.
+  // Only a regular file is opened: should the fd number now name a device, opening it could
+  // have effects of its own. Non-blocking as well, for a FIFO swapped in after this check.
+  struct stat target {};
+  if (::stat(path.c_str(), &target) == 0 && !S_ISREG(target.st_mode)) {
+    return gone(path + " is not a regular file");
+  }
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     const int e = errno;
