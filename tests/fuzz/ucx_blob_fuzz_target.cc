@@ -32,10 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto back = decode_ucx_version_blob(*again);
   if (!back.ok() || back->version != blob->version || back->parts.size() != blob->parts.size() ||
       back->worker_address != blob->worker_address || back->has_segment != blob->has_segment ||
-      back->segment.host != blob->segment.host || back->segment.pid != blob->segment.pid ||
-      back->segment.pid_namespace != blob->segment.pid_namespace ||
-      back->segment.fd != blob->segment.fd || back->segment.nonce != blob->segment.nonce ||
-      back->segment.bytes != blob->segment.bytes) {
+      back->segment != blob->segment) {
     std::abort();
   }
   for (size_t i = 0; i < blob->parts.size(); ++i) {

@@ -36,6 +36,8 @@ struct SharedSegmentLocator {
   uint32_t fd = 0;
   std::array<uint8_t, 16> nonce{};
   uint64_t bytes = 0;  // data bytes, after the header
+
+  bool operator==(const SharedSegmentLocator&) const = default;
 };
 
 // This host's boot id, read once; empty when /proc does not have it (no segment is then

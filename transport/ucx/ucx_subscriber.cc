@@ -199,9 +199,7 @@ Result<const uint8_t*> UcxSubscriberTransport::mapped_segment(const UcxVersionBl
   if (!blob.has_segment || !map_segments_) return nullptr;
   auto it = segments_.find(blob.version);
   const SharedSegmentLocator& where = blob.segment;
-  if (it != segments_.end() &&
-      (it->second.where.nonce != where.nonce || it->second.where.pid != where.pid ||
-       it->second.where.fd != where.fd || it->second.where.bytes != where.bytes)) {
+  if (it != segments_.end() && it->second.where != where) {
     segments_.erase(it);
     it = segments_.end();
   }
