@@ -149,19 +149,6 @@ Status parse_ucx(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg) 
   return ok_status();
 }
 
-}  // namespace
-
-bool ucx_live_serves_copies(const std::string& publisher_memory) {
-  if (publisher_memory == "copy") return true;
-  if (publisher_memory == "in_place") return false;
-  std::error_code ec;
-  const std::filesystem::path rdma("/sys/class/infiniband");
-  return !std::filesystem::is_directory(rdma, ec) ||
-         std::filesystem::directory_iterator(rdma, ec) == std::filesystem::directory_iterator();
-}
-
-namespace {
-
 Status parse_timeouts(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg) {
   const YAML::Node m = n.IsDefined() ? n : YAML::Node(YAML::NodeType::Map);
   RETURN_IF_ERROR(r.mapping(m, "timeouts",
@@ -383,6 +370,15 @@ Result<proto::RankConfig> find_rank(const proto::GroupConfig& config, uint32_t r
   if (listed > 32) known += ", ...";
   return not_found("rank " + std::to_string(rank) + " is not in group '" + config.group_id() +
                    "' (its ranks: " + (known.empty() ? std::string("none") : known) + ")");
+}
+
+bool ucx_live_serves_copies(const std::string& publisher_memory) {
+  if (publisher_memory == "copy") return true;
+  if (publisher_memory == "in_place") return false;
+  std::error_code ec;
+  const std::filesystem::path rdma("/sys/class/infiniband");
+  return !std::filesystem::is_directory(rdma, ec) ||
+         std::filesystem::directory_iterator(rdma, ec) == std::filesystem::directory_iterator();
 }
 
 }  // namespace weightcast
