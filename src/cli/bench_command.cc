@@ -48,8 +48,8 @@ void register_bench_ucx(CLI::App& bench, int& exit_code) {
                 "Subscriber gets outstanding at once (0: the transport's default)")
       ->capture_default_str();
   u->add_option("--mapped-chunk-bytes", cfg->mapped_chunk_bytes,
-                "Subscriber bytes per copy where the part is mapped into it, each hashed by a "
-                "helper thread behind the copy (0: the transport's default)")
+                "Subscriber bytes per copy where the part is mapped into it, each hashed in the "
+                "same pass as it is copied (0: the transport's default)")
       ->capture_default_str();
   u->add_option("--publisher-memory", cfg->publisher_memory,
                 "Where the publisher serves parts from, comma-separated: in_place (its own "

@@ -14,7 +14,7 @@
 #include <set>
 #include <thread>
 
-#include "transport/ucx/mapped_copy.h"
+#include "transport/ucx/copying_hasher.h"
 #include "transport/ucx/ucx_transport.h"
 
 namespace weightcast {
@@ -276,28 +276,26 @@ Result<ucp_rkey_h> UcxSubscriberTransport::rkey(uint64_t version, const UcxPartB
   return rkey;
 }
 
-// The publisher's memory is mapped here: copied a chunk at a time by this thread while the
-// helper hashes the chunks already copied. Nothing to progress and no connection involved:
-// the mapping (a shared segment in segments_, or UCX's, held by the rkey) stays valid even if
-// the publisher exits or retires the version meanwhile.
+// The publisher's memory is mapped here: copied a chunk at a time by this thread, each chunk
+// hashed from the registers it is copied through. Nothing to progress and no connection
+// involved: the mapping (a shared segment in segments_, or UCX's, held by the rkey) stays
+// valid even if the publisher exits or retires the version meanwhile.
 Status UcxSubscriberTransport::read_mapped(const UcxPartBlob& part, const uint8_t* mapped,
                                            std::span<uint8_t> dest, Deadline deadline) {
-  if (!hasher_) hasher_ = std::make_unique<PipelinedHasher>();
-  hasher_->begin(dest.data(), dest.size());
-  const size_t chunk = std::max<size_t>(options_.mapped_chunk_bytes, 4096);
-  for (size_t done = 0; done < dest.size();) {
+  CopyingHasher copier(dest);
+  constexpr size_t kBlock = CopyingHasher::kBlockBytes;
+  const size_t chunk = std::max<size_t>(options_.mapped_chunk_bytes / kBlock * kBlock, 4096);
+  while (copier.copied() < dest.size()) {
+    const size_t done = copier.copied();
     const size_t n = std::min(chunk, dest.size() - done);
-    copy_from_mapping(dest.data() + done, mapped + done, n);
-    done += n;
-    hasher_->landed(done);
-    if (options_.after_chunk) options_.after_chunk(done);
-    if (done < dest.size() && std::chrono::steady_clock::now() > deadline) {
-      hasher_->abandon();
-      return deadline_exceeded("deadline passed after " + std::to_string(done) + " of " +
+    copier.copy({mapped + done, n});
+    if (options_.after_chunk) options_.after_chunk(done + n);
+    if (done + n < dest.size() && std::chrono::steady_clock::now() > deadline) {
+      return deadline_exceeded("deadline passed after " + std::to_string(done + n) + " of " +
                                std::to_string(dest.size()) + " bytes");
     }
   }
-  return check_hash(hasher_->finish(), part.xxh3);
+  return check_hash(copier.digest(), part.xxh3);
 }
 
 // Chunked gets with at most max_in_flight outstanding; on any failure or the deadline the

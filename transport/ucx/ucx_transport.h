@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "transport/transport.h"
-#include "transport/ucx/pipelined_hasher.h"
 #include "transport/ucx/rendezvous_store.h"
 #include "transport/ucx/shared_segment.h"
 #include "transport/ucx/ucx_context.h"
@@ -125,9 +124,11 @@ struct UcxSubscriberOptions {
   // Where the publisher's memory is mapped into this process (its shared segment, when it
   // serves copies and this host, user and pid namespace are its own and the TLS list allows
   // shared memory; or wherever ucp_rkey_ptr succeeds), a get would be a copy by this thread
-  // anyway; the part is then read by loads from the mapping in chunks of this size, and a
-  // helper thread (pipelined_hasher.h) hashes each chunk behind the copy.
-  size_t mapped_chunk_bytes = 64 << 10;
+  // anyway; the part is then read by loads from the mapping in chunks of this size (rounded
+  // down to whole KiB), and hashed in the same pass as it is copied (copying_hasher.h). The
+  // deadline is checked between chunks. Each chunk costs a clock read and a call: 1 MiB parts
+  // measured 0.83x perftest in 16 KiB chunks, 0.90x in 64 KiB and 0.91x in 1 MiB chunks.
+  size_t mapped_chunk_bytes = 1 << 20;
   // Tests: called after each completed chunk with the bytes received so far.
   std::function<void(uint64_t done)> after_chunk;
 };
@@ -200,7 +201,6 @@ class UcxSubscriberTransport final : public Transport {
   };
   std::map<uint64_t, Mapped> segments_;  // by version
   std::deque<std::string> segment_failures_;
-  std::unique_ptr<PipelinedHasher> hasher_;  // created at the first fetch of mapped memory
   std::atomic<uint64_t> loads_{0};
   std::atomic<uint64_t> gets_{0};
   StickyError sticky_;
