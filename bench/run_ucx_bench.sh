@@ -29,3 +29,12 @@ for c in j["cases"]:
     print("%-5s %-9s %-6s %9.0fM %16.3f %14.3f %7.2f" % (c["tls"], c["publisher_memory"],
           c["subscriber_reads"], c["part_bytes"] / 2**20, c["weightcast_gbps"],
           c["perftest_gbps"], c["ratio"]))'
+
+# The verification a read by loads pays, in isolation: one pass (copy + XXH3) against memcpy.
+copy_hash=$(dirname "$cli")/../bench/copy_hash_bench
+if [ -x "$copy_hash" ]; then
+  echo "== Copy + XXH3 in one pass vs memcpy of the same bytes (GB/s = 1e9 bytes/s, best of 5)"
+  "$copy_hash"
+else
+  echo "== Copy + XXH3 in one pass: skipped ($copy_hash not built)"
+fi
