@@ -64,10 +64,9 @@ int main(int argc, char** argv) {
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
-  const std::vector<size_t> sizes =
-      quick ? std::vector<size_t>{size_t{1} << 20}
-            : std::vector<size_t>{size_t{64} << 10, size_t{1} << 20, size_t{16} << 20,
-                                  size_t{64} << 20};
+  const std::vector<size_t> sizes = quick ? std::vector<size_t>{size_t{1} << 20}
+                                          : std::vector<size_t>{size_t{64} << 10, size_t{1} << 20,
+                                                                size_t{16} << 20, size_t{64} << 20};
   const double bytes_per_run = quick ? 2e8 : 2e9;
   const int runs = 5;
   std::printf("%-10s %-6s %13s %17s %17s %10s %10s\n", "part", "dest", "memcpy GB/s",
@@ -107,9 +106,8 @@ int main(int argc, char** argv) {
         return 1;
       }
       std::printf("%-10s %-6s %13.2f %17.2f %17.2f %10.2f %10.2f\n",
-                  (std::to_string(bytes >> 10) + " KiB").c_str(),
-                  (offset == 0 ? "page" : "+16 B"), copy, two_pass, one_pass, two_pass / copy,
-                  one_pass / copy);
+                  (std::to_string(bytes >> 10) + " KiB").c_str(), (offset == 0 ? "page" : "+16 B"),
+                  copy, two_pass, one_pass, two_pass / copy, one_pass / copy);
     }
   }
   return 0;

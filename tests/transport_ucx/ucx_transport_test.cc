@@ -4,6 +4,9 @@
 // mid-fetch is an error well before the deadline rather than a hang. Revoked buffers and a
 // stopped publisher: ucx_failure_test.cc.
 #include <map>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "tests/transport/transport_conformance.h"
 #include "tests/transport_ucx/ucx_forked_publisher.h"
@@ -104,6 +107,57 @@ TransportPeers connect_ucx_copying(const std::string& tls) {
   peers.break_publisher = [raw] { raw->close_worker(); };
   return peers;
 }
+
+// A version published again by a new publisher (a restarted trainer) under the same number,
+// with other bytes and another memory: the subscriber, which keeps the last blob it decoded,
+// describes and fetches the new one, and refuses the old descriptor. Both publisher memories:
+// in place (another worker and rkey) and copies (another shared segment).
+class UcxRepublished : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(UcxRepublished, SameVersionFromANewPublisherIsReadAnew) {
+  const auto& [tls, copies] = GetParam();
+  auto store = std::make_shared<InMemoryStore>();
+  const std::vector<uint8_t> first = pattern(300000, 1), second = pattern(200000, 2);
+  UcxPublisherOptions options{store, tls, 2};
+  if (copies) options.memory = UcxPublisherOptions::Memory::kCopyToSharedMemory;
+  UcxSubscriberOptions sub;
+  sub.store = store;
+  sub.tls = tls;
+  UcxSubscriberTransport subscriber(sub);
+  PartDescriptor old_part;
+  {
+    UcxPublisherTransport a(options);
+    if (!a.info().viable) GTEST_SKIP() << a.info().why_not_viable;
+    const PartPayload p{"weights", first};
+    ASSERT_TRUE(a.publish(7, {&p, 1}, deadline_in(seconds(10))).ok());
+    auto d = subscriber.describe(7, deadline_in(seconds(5)));
+    ASSERT_TRUE(d.ok()) << d.status().to_string();
+    old_part = d->parts.at(0);
+    std::vector<uint8_t> dest(first.size());
+    ASSERT_TRUE(subscriber.fetch(7, old_part, dest, deadline_in(seconds(10))).ok());
+    ASSERT_TRUE(dest == first);
+  }
+  UcxPublisherTransport b(options);
+  const PartPayload p{"weights", second};
+  ASSERT_TRUE(b.publish(7, {&p, 1}, deadline_in(seconds(10))).ok());
+  auto d = subscriber.describe(7, deadline_in(seconds(5)));
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  ASSERT_EQ(d->parts.at(0).bytes, second.size());
+  std::vector<uint8_t> dest(second.size());
+  const Status s = subscriber.fetch(7, d->parts.at(0), dest, deadline_in(seconds(10)));
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_TRUE(dest == second);
+  std::vector<uint8_t> old_dest(first.size());
+  const Status stale = subscriber.fetch(7, old_part, old_dest, deadline_in(seconds(10)));
+  EXPECT_EQ(stale.code(), StatusCode::kInvalidArgument) << stale.to_string();
+}
+
+INSTANTIATE_TEST_SUITE_P(Ucx, UcxRepublished,
+                         ::testing::Combine(::testing::Values("shm", "tcp"), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) +
+                                  (std::get<1>(info.param) ? "_copy" : "_in_place");
+                         });
 
 INSTANTIATE_TEST_SUITE_P(
     Ucx, TransportConformance,

@@ -116,19 +116,22 @@ Result<VersionDescriptor> UcxSubscriberTransport::describe(uint64_t version, Dea
   RETURN_IF_ERROR(sticky_.check());
   RETURN_IF_ERROR(check_deadline(deadline, "ucx describe of version " + std::to_string(version)));
   ASSIGN_OR_RETURN(auto blob, load(version));
-  return ucx_descriptor(blob);
+  return ucx_descriptor(*blob);
 }
 
-Result<UcxVersionBlob> UcxSubscriberTransport::load(uint64_t version) {
+Result<std::shared_ptr<const UcxVersionBlob>> UcxSubscriberTransport::load(uint64_t version) {
   auto stored = options_.store->get(ucx_version_key(version));
   if (!stored.ok()) return sticky_.record(stored.status());
   if (!*stored) return not_found("ucx: version " + std::to_string(version) + " is not published");
+  if (last_blob_ != nullptr && **stored == last_blob_bytes_) return last_blob_;
   ASSIGN_OR_RETURN(auto blob, decode_ucx_version_blob(**stored));
   if (blob.version != version) {
     return data_loss("ucx: the store's entry for version " + std::to_string(version) +
                      " describes version " + std::to_string(blob.version));
   }
-  return blob;
+  last_blob_ = std::make_shared<const UcxVersionBlob>(std::move(blob));
+  last_blob_bytes_ = std::move(**stored);
+  return last_blob_;
 }
 
 Status UcxSubscriberTransport::fetch(uint64_t version, const PartDescriptor& part,
@@ -143,7 +146,8 @@ Status UcxSubscriberTransport::fetch(uint64_t version, const PartDescriptor& par
     return invalid_argument(what + ": destination has " + std::to_string(dest.size()) +
                             " bytes, the part " + std::to_string(part.bytes));
   }
-  ASSIGN_OR_RETURN(auto blob, load(version));
+  ASSIGN_OR_RETURN(const auto loaded, load(version));
+  const UcxVersionBlob& blob = *loaded;
   const UcxPartBlob* p = nullptr;
   for (const auto& candidate : blob.parts) {
     if (candidate.name == part.name) p = &candidate;

@@ -176,7 +176,10 @@ class UcxSubscriberTransport final : public Transport {
     std::map<std::pair<uint64_t, std::string>, ucp_rkey_h> rkeys;
   };
   static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
-  Result<UcxVersionBlob> load(uint64_t version);
+  // The store's blob for `version`, decoded; the last one decoded is kept and reused while the
+  // store returns the same bytes (a fetch per part re-reads the store to see a retired or
+  // republished version, but need not decode the same bytes again).
+  Result<std::shared_ptr<const UcxVersionBlob>> load(uint64_t version);
   Status connect(const std::vector<uint8_t>& worker_address);
   void disconnect();  // force-closes the endpoint: outstanding gets complete as cancelled
   Result<ucp_rkey_h> rkey(uint64_t version, const UcxPartBlob& part);
@@ -199,7 +202,9 @@ class UcxSubscriberTransport final : public Transport {
     SharedSegmentLocator where;
     std::unique_ptr<MappedSegment> mapping;  // null: not mappable from here
   };
-  std::map<uint64_t, Mapped> segments_;  // by version
+  std::map<uint64_t, Mapped> segments_;   // by version
+  std::vector<uint8_t> last_blob_bytes_;  // what load() decoded last, under mu_
+  std::shared_ptr<const UcxVersionBlob> last_blob_;
   std::deque<std::string> segment_failures_;
   std::atomic<uint64_t> loads_{0};
   std::atomic<uint64_t> gets_{0};
