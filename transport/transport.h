@@ -34,11 +34,12 @@ inline Deadline deadline_in(std::chrono::milliseconds ms) {
 }
 
 struct TransportInfo {
-  std::string name;            // "fs", "ucx", "nccl"
-  bool viable = false;         // usable on this host
-  std::string why_not_viable;  // when not viable, the reason (printed by skipped tests)
-  std::vector<MemoryKind> memory_kinds;
-  bool durable = false;  // parts survive the publisher (fs)
+  std::string name;                      // "fs", "ucx", "nccl"
+  bool viable = false;                   // usable on this host
+  std::string why_not_viable;            // when not viable, the reason (printed by skipped tests)
+  std::vector<MemoryKind> memory_kinds;  // what publish() and fetch() accept
+  bool durable = false;                  // parts survive the publisher (fs)
+  std::string notes;                     // backend details worth a log line (may be empty)
 };
 
 struct PartPayload {

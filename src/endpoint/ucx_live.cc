@@ -47,7 +47,8 @@ std::string describe_info(const TransportInfo& info, const std::string& tls) {
                                             : "host";
   }
   return "ucx (UCX_TLS " + (tls.empty() ? std::string("chosen by UCX") : tls) +
-         "; memory kinds: " + (kinds.empty() ? std::string("none") : kinds) + ")";
+         "; memory kinds: " + (kinds.empty() ? std::string("none") : kinds) +
+         (info.notes.empty() ? std::string() : "; " + info.notes) + ")";
 }
 
 }  // namespace

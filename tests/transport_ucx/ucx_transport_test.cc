@@ -108,6 +108,23 @@ TransportPeers connect_ucx_copying(const std::string& tls) {
   return peers;
 }
 
+// Both sides hash parts on the CPU, so the transport offers host memory only, whatever UCX
+// could move, and says what UCX detected.
+TEST(UcxTransportInfo, OffersHostMemoryAndNamesWhatUcxDetected) {
+  auto store = std::make_shared<InMemoryStore>();
+  UcxPublisherTransport publisher({store, "shm", 2});
+  if (!publisher.info().viable) GTEST_SKIP() << publisher.info().why_not_viable;
+  UcxSubscriberOptions sub;
+  sub.store = store;
+  sub.tls = "shm";
+  UcxSubscriberTransport subscriber(sub);
+  for (const TransportInfo& info : {publisher.info(), subscriber.info()}) {
+    EXPECT_EQ(info.memory_kinds,
+              (std::vector<MemoryKind>{MemoryKind::kHost, MemoryKind::kHostPinned}));
+    EXPECT_NE(info.notes.find("UCX detected memory types: host"), std::string::npos) << info.notes;
+  }
+}
+
 // A version published again by a new publisher (a restarted trainer) under the same number,
 // with other bytes and another memory: the subscriber, which keeps the last blob it decoded,
 // describes and fetches the new one, and refuses the old descriptor. Both publisher memories:

@@ -69,15 +69,15 @@ UcxContext::~UcxContext() {
   ucp_cleanup(context_);
 }
 
-std::vector<MemoryKind> UcxContext::memory_kinds() const {
-  std::vector<MemoryKind> kinds{MemoryKind::kHost, MemoryKind::kHostPinned};
+std::string UcxContext::detected_memory_types() const {
+  std::string types = "host";
   ucp_context_attr_t attr{};
   attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
   if (ucp_context_query(context_, &attr) == UCS_OK &&
       (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0) {
-    kinds.push_back(MemoryKind::kCuda);
+    types += ", cuda";
   }
-  return kinds;
+  return types;
 }
 
 Result<std::unique_ptr<UcxWorker>> UcxWorker::create(const UcxContext& context) {
@@ -144,7 +144,14 @@ TransportInfo ucx_transport_info(const Status& init_error, const UcxContext* con
   info.name = "ucx";
   info.viable = init_error.ok();
   info.why_not_viable = init_error.message();
-  if (context != nullptr) info.memory_kinds = context->memory_kinds();
+  // Host memory only, whatever UCX could move: both sides hash parts on the CPU (the
+  // publisher's checksum, the subscriber's verification and its reads by loads), so a device
+  // pointer would be dereferenced. Device tensors are staged to host by the caller.
+  info.memory_kinds = {MemoryKind::kHost, MemoryKind::kHostPinned};
+  if (context != nullptr) {
+    info.notes = "UCX detected memory types: " + context->detected_memory_types() +
+                 "; parts are read and verified in host memory";
+  }
   return info;
 }
 

@@ -33,8 +33,9 @@ class UcxContext {
   UcxContext& operator=(const UcxContext&) = delete;
 
   ucp_context_h get() const { return context_; }
-  // Host kinds always; kCuda only when ucp_context_query lists CUDA memory.
-  std::vector<MemoryKind> memory_kinds() const;
+  // The memory types UCX detected (ucp_context_query): host always, cuda when its build has
+  // CUDA support, e.g. "host, cuda".
+  std::string detected_memory_types() const;
 
  private:
   explicit UcxContext(ucp_context_h context) : context_(context) {}
