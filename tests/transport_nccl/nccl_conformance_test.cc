@@ -23,7 +23,7 @@ using namespace std::chrono_literals;
 class NotViable final : public Transport {
  public:
   explicit NotViable(std::string why) : why_(std::move(why)) {}
-  TransportInfo info() const override { return {"nccl", false, why_, {}, false}; }
+  TransportInfo info() const override { return {"nccl", false, why_, {}, false, {}}; }
   Status publish(uint64_t, std::span<const PartPayload>, Deadline) override {
     return failed_precondition(why_);
   }
