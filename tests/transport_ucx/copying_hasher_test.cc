@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -25,19 +27,24 @@ std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
 
 // Every XXH3 size class (up to 16, 128, 240 bytes; long inputs with no full block, with the
 // last block full or partial, a stripe past a block), pieces of one block up to the whole
-// part, and destinations at several alignments: the bytes equal memcpy's and the digest
-// equals libxxhash's XXH3_64bits of the source.
+// part, and destinations on each store path: the bytes equal memcpy's, nothing outside the
+// destination is written, and the digest equals libxxhash's XXH3_64bits of the source.
 TEST(CopyingHasher, BytesAndDigestMatchMemcpyAndXxh3) {
   const auto source = random_bytes((size_t{1} << 20) + 4096, 21);
-  std::vector<uint8_t> dest(source.size() + 64);
+  // 64-byte aligned, so that the offsets below choose the store path: +0 aligned, +16 and +48
+  // 16 past a 32-byte boundary (malloc's large blocks), +1 and +33 neither.
+  const size_t capacity = source.size() + 128;
+  const std::unique_ptr<uint8_t, decltype(&std::free)> buffer(
+      static_cast<uint8_t*>(std::aligned_alloc(64, capacity)), &std::free);
+  ASSERT_NE(buffer, nullptr);
   for (size_t n :
        {size_t{0}, size_t{1}, size_t{16}, size_t{17}, size_t{128}, size_t{129}, size_t{240},
         size_t{241}, size_t{1023}, size_t{1024}, size_t{1025}, size_t{1088}, size_t{1089},
         size_t{2048}, size_t{2049}, size_t{65536}, size_t{65537}, (size_t{1} << 20) + 7}) {
     for (size_t piece : {size_t{1024}, size_t{4096}, size_t{65536}, source.size()}) {
-      for (size_t to_offset : {size_t{0}, size_t{1}, size_t{16}, size_t{33}}) {
-        std::fill(dest.begin(), dest.end(), 0xEE);
-        const std::span<uint8_t> to(dest.data() + to_offset, n);
+      for (size_t to_offset : {size_t{0}, size_t{1}, size_t{16}, size_t{33}, size_t{48}}) {
+        std::memset(buffer.get(), 0xEE, capacity);
+        const std::span<uint8_t> to(buffer.get() + to_offset, n);
         CopyingHasher copier(to);
         while (copier.copied() < n) {
           const size_t done = copier.copied();
@@ -47,7 +54,10 @@ TEST(CopyingHasher, BytesAndDigestMatchMemcpyAndXxh3) {
                                  std::to_string(piece) + " to +" + std::to_string(to_offset);
         ASSERT_EQ(copier.digest(), XXH3_64bits(source.data(), n)) << what;
         ASSERT_EQ(std::memcmp(to.data(), source.data(), n), 0) << what;
-        ASSERT_EQ(dest[to_offset + n], 0xEE) << what << ": wrote past the end";
+        ASSERT_EQ(buffer.get()[to_offset + n], 0xEE) << what << ": wrote past the end";
+        if (to_offset > 0) {
+          ASSERT_EQ(buffer.get()[to_offset - 1], 0xEE) << what << ": wrote before the start";
+        }
       }
     }
   }
