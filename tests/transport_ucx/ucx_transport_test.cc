@@ -169,6 +169,28 @@ TEST_P(UcxRepublished, SameVersionFromANewPublisherIsReadAnew) {
   EXPECT_EQ(stale.code(), StatusCode::kInvalidArgument) << stale.to_string();
 }
 
+// A store entry whose blob describes another version is corruption, also when those bytes
+// are the blob the subscriber decoded last.
+TEST(UcxSubscriberBlobs, AnEntryDescribingAnotherVersionIsDataLoss) {
+  auto store = std::make_shared<InMemoryStore>();
+  const std::vector<uint8_t> bytes = pattern(5000, 3);
+  UcxPublisherTransport publisher({store, "shm", 2});
+  if (!publisher.info().viable) GTEST_SKIP() << publisher.info().why_not_viable;
+  const PartPayload p{"weights", bytes};
+  ASSERT_TRUE(publisher.publish(1, {&p, 1}, deadline_in(seconds(10))).ok());
+  UcxSubscriberOptions sub;
+  sub.store = store;
+  sub.tls = "shm";
+  UcxSubscriberTransport subscriber(sub);
+  ASSERT_TRUE(subscriber.describe(1, deadline_in(seconds(5))).ok());  // decoded and kept
+  auto v1 = store->get(ucx_version_key(1));
+  ASSERT_TRUE(v1.ok() && *v1);
+  ASSERT_TRUE(store->put(ucx_version_key(2), **v1).ok());
+  auto d = subscriber.describe(2, deadline_in(seconds(5)));
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kDataLoss) << d.status().to_string();
+}
+
 INSTANTIATE_TEST_SUITE_P(Ucx, UcxRepublished,
                          ::testing::Combine(::testing::Values("shm", "tcp"), ::testing::Bool()),
                          [](const auto& info) {

@@ -123,7 +123,9 @@ Result<std::shared_ptr<const UcxVersionBlob>> UcxSubscriberTransport::load(uint6
   auto stored = options_.store->get(ucx_version_key(version));
   if (!stored.ok()) return sticky_.record(stored.status());
   if (!*stored) return not_found("ucx: version " + std::to_string(version) + " is not published");
-  if (last_blob_ != nullptr && **stored == last_blob_bytes_) return last_blob_;
+  if (last_blob_ != nullptr && last_blob_->version == version && **stored == last_blob_bytes_) {
+    return last_blob_;
+  }
   ASSIGN_OR_RETURN(auto blob, decode_ucx_version_blob(**stored));
   if (blob.version != version) {
     return data_loss("ucx: the store's entry for version " + std::to_string(version) +
