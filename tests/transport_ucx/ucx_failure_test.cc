@@ -131,6 +131,52 @@ TEST_P(UcxRevokedBuffer, RetiredMidFetchWithBytesReusedIsNotFound) {
 INSTANTIATE_TEST_SUITE_P(Ucx, UcxRevokedBuffer, ::testing::Values("shm", "tcp"),
                          [](const auto& info) { return std::string(info.param); });
 
+// A copy-serving publisher over tcp retires version 1 while a subscriber reads it by gets, and
+// publishes on until version 1's copy is released (past its lingering version). The later
+// gets read the placeholder's zeros: the fetch is kNotFound (retired during the fetch) and
+// the publisher, in this process, does not fault on them, as UCX 1.13 made it do when the
+// released memory was unmapped (ReadersNeverSeeAPartialVersion/ucx_tcp_copying, once in CI).
+TEST(UcxReleasedCopy, LateGetsReadZerosAndTheFetchIsNotFound) {
+  auto store = std::make_shared<InMemoryStore>();
+  UcxPublisherOptions options{store, "tcp", 1};
+  options.memory = UcxPublisherOptions::Memory::kCopyToSharedMemory;
+  UcxPublisherTransport publisher(options);
+  if (!publisher.info().viable) GTEST_SKIP() << publisher.info().why_not_viable;
+  const std::vector<uint8_t> v1 = pattern(kPartBytes);
+  const std::vector<uint8_t> later = pattern(kForkedLaterPartBytes, 2);
+  const PartPayload p1{"weights", v1};
+  ASSERT_TRUE(publisher.publish(1, {&p1, 1}, deadline_in(seconds(10))).ok());
+
+  UcxSubscriberOptions o;
+  o.store = store;
+  o.tls = "tcp";
+  o = one_chunk_at_a_time(o);
+  bool released = false;
+  Status publish_later = ok_status();
+  o.after_chunk = [&](uint64_t) {
+    if (released) return;
+    released = true;
+    const PartPayload p{"weights", later};
+    for (uint64_t v = 2; v <= 4 && publish_later.ok(); ++v) {
+      publish_later = publisher.publish(v, {&p, 1}, deadline_in(seconds(10)));
+    }
+  };
+  UcxSubscriberTransport subscriber(o);
+  auto d = subscriber.describe(1, deadline_in(seconds(5)));
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  std::vector<uint8_t> dest(kPartBytes);
+  const Status s = subscriber.fetch(1, d->parts[0], dest, deadline_in(seconds(20)));
+  ASSERT_TRUE(released) << s.to_string();
+  ASSERT_TRUE(publish_later.ok()) << publish_later.to_string();
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.to_string();
+  auto d4 = subscriber.describe(4, deadline_in(seconds(5)));
+  ASSERT_TRUE(d4.ok()) << d4.status().to_string();
+  std::vector<uint8_t> v4(d4->parts[0].bytes);
+  const Status s4 = subscriber.fetch(4, d4->parts[0], v4, deadline_in(seconds(5)));
+  ASSERT_TRUE(s4.ok()) << s4.to_string();
+  EXPECT_TRUE(v4 == later);
+}
+
 // The same with the publisher in another process, told through its command pipe.
 class UcxForkedFailure : public UcxForkedPublisher {
  protected:

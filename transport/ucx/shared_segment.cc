@@ -76,6 +76,18 @@ Result<std::unique_ptr<SharedSegment>> SharedSegment::create(uint64_t bytes,
   return seg;
 }
 
+bool SharedSegment::release_memory_keep_addresses() {
+  if (base_ == nullptr) return false;
+  if (fd_ < 0) return true;  // released before
+  void* placeholder = ::mmap(base_, mapped_bytes_, PROT_READ,
+                             MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (placeholder == MAP_FAILED) return false;
+  ::close(fd_);
+  fd_ = -1;
+  locator_.bytes = 0;
+  return true;
+}
+
 SharedSegment::~SharedSegment() {
   if (base_ != nullptr) ::munmap(base_, mapped_bytes_);
   if (fd_ >= 0) ::close(fd_);

@@ -60,6 +60,16 @@ class SharedSegment {
   std::span<uint8_t> data() const { return {base_ + kSharedSegmentHeaderBytes, locator_.bytes}; }
   const SharedSegmentLocator& locator() const { return locator_; }
 
+  // Gives the memory back but keeps the addresses: the mapping becomes anonymous, read-only
+  // zeros (no memory unless read) and the memfd is closed, so the segment can no longer be
+  // opened. Why: UCX 1.13 answers a get over tcp by reading the requested address without
+  // checking that it is still registered, so a get that arrives after the version is gone
+  // must find mapped memory. It reads zeros, which fail verification, and the subscriber
+  // reports the version as retired instead of the publisher faulting. data() is empty
+  // afterwards; the destructor unmaps the placeholder. Returns false (and keeps the memory)
+  // if the kernel refuses the new mapping.
+  bool release_memory_keep_addresses();
+
  private:
   SharedSegment() = default;
   int fd_ = -1;

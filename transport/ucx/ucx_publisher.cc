@@ -230,9 +230,14 @@ Status UcxPublisherTransport::publish_locked(uint64_t version, std::span<const P
     published_.pop_front();
   }
   while (lingering_.size() > options_.keep_versions) {
-    unmap_all(lingering_.front().memhs);
+    Published& gone = lingering_.front();
+    unmap_all(gone.memhs);
+    if (gone.segment != nullptr && gone.segment->release_memory_keep_addresses()) {
+      placeholders_.push_back(std::move(gone.segment));
+    }
     lingering_.pop_front();
   }
+  while (placeholders_.size() > kPlaceholderVersions) placeholders_.pop_front();
   return ok_status();
 }
 
@@ -256,6 +261,7 @@ void UcxPublisherTransport::close_worker() {
   for (const auto& p : lingering_) unmap_all(p.memhs);
   lingering_.clear();
   worker_.reset();
+  placeholders_.clear();  // no worker answers gets any more
 }
 
 Result<VersionDescriptor> UcxPublisherTransport::latest(Deadline) {

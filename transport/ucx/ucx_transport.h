@@ -109,6 +109,11 @@ class UcxPublisherTransport final : public Transport {
   // later, so that a reader still busy with a just-retired version (a get over tcp, or about to
   // map its segment) finds memory that is still there. Their store entries are already erased.
   std::deque<Published> lingering_;
+  // Then their addresses, kept mapped as read-only zeros (SharedSegment::
+  // release_memory_keep_addresses) for kPlaceholderVersions more versions: a get over tcp
+  // that arrives later still must not fault this process. One VMA and no memory each.
+  static constexpr size_t kPlaceholderVersions = 1024;
+  std::deque<std::shared_ptr<SharedSegment>> placeholders_;
   uint64_t latest_ = 0;
   bool has_latest_ = false;
   StickyError sticky_;
