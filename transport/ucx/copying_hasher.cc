@@ -39,6 +39,8 @@ constexpr size_t kMergeKey = 11;
 constexpr size_t kMidsizeMax = 240;  // longer inputs take the long-input algorithm
 static_assert(kStripesPerBlock * kStripe == CopyingHasher::kBlockBytes);
 
+#if defined(__x86_64__)  // the fused path; elsewhere copy() copies and digest() calls libxxhash
+
 // XXH3's default secret, as libxxhash gives it (seed 0 leaves the default secret as is).
 struct DefaultSecret {
   alignas(64) uint8_t bytes[kSecretBytes];
@@ -79,8 +81,6 @@ uint64_t merge_accs(const uint64_t acc[8], const uint8_t* key, uint64_t start) {
   h *= 0x165667919E3779F9ULL;
   return h ^ (h >> 32);
 }
-
-#if defined(__x86_64__)
 
 // One accumulate step for 4 lanes: acc[i^1] += data[i]; acc[i] += lo32(dk[i]) * hi32(dk[i]).
 __attribute__((target("avx2"))) inline __m256i accumulate4(__m256i acc, __m256i data,
@@ -219,22 +219,19 @@ void CopyingHasher::copy(std::span<const uint8_t> from) {
 }
 
 uint64_t CopyingHasher::digest() const {
-  if (!fused_) return XXH3_64bits(dest_.data(), dest_.size());
-  alignas(32) uint64_t acc[8];
-  std::memcpy(acc, acc_, sizeof acc);
-  const uint8_t* secret = default_secret();
-  const size_t len = dest_.size();
-  const size_t stripes = (len - 1 - scrambled_bytes_) / kStripe;
 #if defined(__x86_64__)
-  fold_stripes_avx2(acc, dest_.data() + scrambled_bytes_, secret, stripes);
-#else
-  for (size_t s = 0; s < stripes; ++s) {
-    accumulate_stripe(acc, dest_.data() + scrambled_bytes_ + s * kStripe,
-                      secret + s * kSecretPerStripe);
+  if (fused_) {
+    alignas(32) uint64_t acc[8];
+    std::memcpy(acc, acc_, sizeof acc);
+    const uint8_t* secret = default_secret();
+    const size_t len = dest_.size();
+    const size_t stripes = (len - 1 - scrambled_bytes_) / kStripe;
+    fold_stripes_avx2(acc, dest_.data() + scrambled_bytes_, secret, stripes);
+    accumulate_stripe(acc, dest_.data() + len - kStripe, secret + kLastStripeKey);
+    return merge_accs(acc, secret + kMergeKey, static_cast<uint64_t>(len) * kPrime64_1);
   }
 #endif
-  accumulate_stripe(acc, dest_.data() + len - kStripe, secret + kLastStripeKey);
-  return merge_accs(acc, secret + kMergeKey, static_cast<uint64_t>(len) * kPrime64_1);
+  return XXH3_64bits(dest_.data(), dest_.size());
 }
 
 }  // namespace weightcast
