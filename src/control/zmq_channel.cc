@@ -14,6 +14,7 @@
 #include <utility>
 #include <zmq.hpp>
 
+#include "src/control/rate_limited_log.h"
 #include "src/control/zmq_zap_handler.h"
 
 namespace weightcast {
@@ -112,12 +113,18 @@ struct ControlServer::Impl {
   std::string endpoint;
   MessageLimits limits;
   ControlLog log;
+  // Any peer that connects can send garbage at will (without CURVE, anyone): drops are
+  // logged a few per interval, the rest counted.
+  std::unique_ptr<RateLimitedLog> drop_log;
   uint64_t dropped = 0;
   bool curve_enabled = false;
 
   void drop(const std::string& peer, const std::string& reason) {
     ++dropped;
-    if (log) log("control: dropped a message from " + peer + " on " + endpoint + ": " + reason);
+    drop_log->log("dropped-message",
+                  "control: dropped a message from " + peer + " on " + endpoint + ": " + reason,
+                  "control: dropped {} malformed messages on " + endpoint,
+                  "from " + peer + ": " + reason);
   }
 
   // One queued message: the valid one, or nullopt after dropping it.
@@ -147,7 +154,9 @@ struct ControlServer::Impl {
 };
 
 ControlServer::ControlServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-ControlServer::~ControlServer() = default;
+ControlServer::~ControlServer() {
+  if (impl_ && impl_->drop_log) impl_->drop_log->flush();
+}
 
 Result<std::unique_ptr<ControlServer>> ControlServer::bind(const std::string& endpoint,
                                                            const CurveServerOptions& curve,
@@ -157,6 +166,7 @@ Result<std::unique_ptr<ControlServer>> ControlServer::bind(const std::string& en
   impl->limits = limits;
   impl->curve_enabled = curve.enabled;
   impl->log = std::move(log);
+  impl->drop_log = std::make_unique<RateLimitedLog>(impl->log);
   impl->endpoint = endpoint;
   if (curve.enabled) {
     if (!zmq_has("curve"))

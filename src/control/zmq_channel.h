@@ -6,7 +6,8 @@
 // key and a ZAP handler that admits only the configured public keys; a refused peer is
 // logged with its key and never reaches receive(). Clients learn of a refusal through
 // auth_failure(). Malformed, oversized or wrongly framed messages are dropped with a log
-// line and counted (dropped()), never returned and never fatal.
+// line and counted (dropped()), never returned and never fatal. Refusals and drops are logged
+// a few per interval and then as counts (rate_limited_log.h): peers can repeat them at will.
 //
 // Threading: a channel is used by one thread at a time (ZeroMQ sockets are not thread
 // safe). Every wait takes a timeout.

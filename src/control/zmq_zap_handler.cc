@@ -14,6 +14,9 @@ constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
 // Bounds how long destruction waits for the thread to notice the stop flag.
 constexpr std::chrono::milliseconds kPollInterval{50};
 constexpr size_t kCurveKeyBytes = 32;
+constexpr const char* kRefusalKey = "refused-peer";
+constexpr const char* kRefusalSummary =
+    "control: refused {} connections from unauthenticated peers";
 
 std::string frame_text(const zmq::message_t& frame) {
   return std::string(static_cast<const char*>(frame.data()), frame.size());
@@ -23,21 +26,25 @@ std::string frame_text(const zmq::message_t& frame) {
 
 Result<std::unique_ptr<ZapHandler>> ZapHandler::start(zmq::context_t& context,
                                                       std::set<std::string> authorized_z85,
-                                                      ControlLog log) {
+                                                      ControlLog log, RateLimitOptions log_limit) {
   try {
     zmq::socket_t socket(context, zmq::socket_type::rep);
     socket.set(zmq::sockopt::linger, 0);
     socket.bind(kZapEndpoint);
     return std::unique_ptr<ZapHandler>(
-        new ZapHandler(std::move(socket), std::move(authorized_z85), std::move(log)));
+        new ZapHandler(std::move(socket), std::move(authorized_z85), std::move(log), log_limit));
   } catch (const zmq::error_t& e) {
     return internal_error(std::string("control: cannot bind the ZAP handler at ") + kZapEndpoint +
                           ": " + e.what());
   }
 }
 
-ZapHandler::ZapHandler(zmq::socket_t socket, std::set<std::string> authorized_z85, ControlLog log)
-    : socket_(std::move(socket)), authorized_(std::move(authorized_z85)), log_(std::move(log)) {
+ZapHandler::ZapHandler(zmq::socket_t socket, std::set<std::string> authorized_z85, ControlLog log,
+                       RateLimitOptions log_limit)
+    : socket_(std::move(socket)),
+      authorized_(std::move(authorized_z85)),
+      log_(std::move(log)),
+      refusal_log_(log_, log_limit) {
   // The socket was created on this thread; starting the thread is the memory barrier that
   // lets it move there.
   thread_ = std::thread([this] { run(); });
@@ -46,6 +53,7 @@ ZapHandler::ZapHandler(zmq::socket_t socket, std::set<std::string> authorized_z8
 ZapHandler::~ZapHandler() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
+  refusal_log_.flush();
   socket_.close();
 }
 
@@ -54,6 +62,7 @@ void ZapHandler::run() {
     try {
       zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, kPollInterval);
+      refusal_log_.poll();  // a burst of refusals that stopped is still reported
       if ((item.revents & ZMQ_POLLIN) == 0) continue;
       std::vector<zmq::message_t> request;
       if (!zmq::recv_multipart(socket_, std::back_inserter(request), zmq::recv_flags::dontwait))
@@ -80,11 +89,12 @@ void ZapHandler::answer(std::vector<zmq::message_t>& request) {
   std::string user_id;
   if (request.size() < 6 || frame_text(request[0]) != "1.0") {
     text = "malformed ZAP request";
-    if (log_) log_("control: refused a peer from " + address + ": malformed ZAP request");
+    refuse("control: refused a peer from " + address + ": malformed ZAP request",
+           "a malformed ZAP request from " + address);
   } else if (mechanism != "CURVE" || request.size() != 7 || request[6].size() != kCurveKeyBytes) {
     text = "only CURVE is accepted";
-    if (log_)
-      log_("control: refused a " + mechanism + " peer from " + address + ": CURVE required");
+    refuse("control: refused a " + mechanism + " peer from " + address + ": CURVE required",
+           "a " + mechanism + " peer from " + address);
   } else {
     char z85[kCurveKeyBytes * 5 / 4 + 1] = {};
     zmq_z85_encode(z85, static_cast<const uint8_t*>(request[6].data()), kCurveKeyBytes);
@@ -94,12 +104,11 @@ void ZapHandler::answer(std::vector<zmq::message_t>& request) {
       user_id = z85;
     } else {
       text = "key not in the group config";
-      if (log_)
-        log_(std::string("control: refused CURVE key ") + z85 + " from " + address +
-             ": not in the group config");
+      refuse(std::string("control: refused CURVE key ") + z85 + " from " + address +
+                 ": not in the group config",
+             std::string("CURVE key ") + z85 + " from " + address);
     }
   }
-  if (status != "200") refused_.fetch_add(1);
 
   // A REP socket must answer every request, malformed or not, to stay usable.
   const std::string reply[] = {"1.0", request_id, status, text, user_id, ""};
@@ -107,6 +116,11 @@ void ZapHandler::answer(std::vector<zmq::message_t>& request) {
     const auto more = i + 1 < std::size(reply) ? zmq::send_flags::sndmore : zmq::send_flags::none;
     (void)socket_.send(zmq::buffer(reply[i]), more);
   }
+}
+
+void ZapHandler::refuse(const std::string& line, const std::string& detail) {
+  refused_.fetch_add(1);
+  refusal_log_.log(kRefusalKey, line, kRefusalSummary, detail);
 }
 
 }  // namespace weightcast

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 #include <zmq.hpp>
 
@@ -35,6 +36,16 @@ class LogLines {
       if (line.find(part) != std::string::npos) return true;
     }
     return false;
+  }
+  size_t count(const std::string& part) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    size_t n = 0;
+    for (const std::string& line : lines_) n += line.find(part) != std::string::npos;
+    return n;
+  }
+  std::vector<std::string> lines() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return lines_;
   }
 
  private:
@@ -89,6 +100,46 @@ TEST(ZmqChannel, CurveUnknownKeyIsRefused) {
   EXPECT_EQ(server->refused_peers(), 1u);
   EXPECT_TRUE(server_logs.contains("control: refused CURVE key " + stranger.public_z85 +
                                    " from 127.0.0.1: not in the group config"));
+}
+
+// Many unknown keys handshaking at once: the first few refusals are logged in full, the rest
+// as one count (written when the server stops, the interval not being over yet).
+TEST(ZmqChannel, CurveRefusalsAreRateLimitedAndCounted) {
+  CurveSetup keys;
+  LogLines logs;
+  auto server = bind_server("tcp://127.0.0.1:*", keys.server_options(), {}, logs.sink());
+  ASSERT_NE(server, nullptr);
+  constexpr size_t kStrangers = 40;
+  {
+    zmq::context_t context;
+    std::vector<zmq::socket_t> strangers;
+    for (size_t i = 0; i < kStrangers; ++i) {
+      const KeyPair k = make_keypair();
+      zmq::socket_t& s = strangers.emplace_back(context, zmq::socket_type::dealer);
+      s.set(zmq::sockopt::linger, 0);
+      s.set(zmq::sockopt::curve_serverkey, keys.server.public_z85);
+      s.set(zmq::sockopt::curve_publickey, k.public_z85);
+      s.set(zmq::sockopt::curve_secretkey, k.secret_z85);
+      s.connect(server->endpoint());
+    }
+    const auto deadline = Clock::now() + 10s;
+    while (server->refused_peers() < kStrangers && Clock::now() < deadline) {
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  std::this_thread::sleep_for(200ms);  // any handshake still in flight is answered
+  const uint64_t refused = server->refused_peers();
+  ASSERT_GE(refused, kStrangers);
+  EXPECT_EQ(logs.count("control: refused CURVE key "), 5u);
+  server.reset();
+
+  const std::vector<std::string> lines = logs.lines();
+  EXPECT_EQ(lines.size(), 6u);
+  EXPECT_EQ(logs.count("control: refused " + std::to_string(refused - 5) +
+                       " connections from unauthenticated peers in the last "),
+            1u)
+      << (lines.empty() ? "" : lines.back());
+  EXPECT_EQ(logs.count(" s (last: CURVE key "), 1u);
 }
 
 TEST(ZmqChannel, CurveWrongServerKeyDoesNotGetThrough) {
