@@ -22,7 +22,9 @@
 // EMPTY_TUPLE, EMPTY_DICT, SETITEM(S), NEWTRUE/NEWFALSE/NONE, and BUILD for the `_metadata`
 // attribute of a state_dict's OrderedDict, which it drops) and only the globals
 // torch._utils._rebuild_tensor_v2/_v3, collections.OrderedDict, torch.<X>Storage for the
-// dtypes of codec/dtype.h that have one, torch.storage.UntypedStorage and torch.<dtype>. Any
+// dtypes of codec/dtype.h that have one, torch.storage.UntypedStorage and torch.<dtype>, plus
+// torch._utils._rebuild_parameter(_with_state) in the form a plain nn.Parameter takes (its
+// value is its data tensor). Any
 // other opcode is a data_loss error naming it in hex with its byte offset; any other global,
 // one naming the global and its offset. Protocol 2 (or 3, identical for these opcodes) only.
 #pragma once

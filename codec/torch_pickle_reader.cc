@@ -190,6 +190,11 @@ Status Unpickler::global() {
   if (module == "torch._utils" && (name == "_rebuild_tensor_v2" || name == "_rebuild_tensor_v3")) {
     v.callable = name.back() == '2' ? Callable::kRebuildV2 : Callable::kRebuildV3;
     known = true;
+  } else if (module == "torch._utils" &&
+             (name == "_rebuild_parameter" || name == "_rebuild_parameter_with_state")) {
+    v.callable = name == "_rebuild_parameter" ? Callable::kRebuildParameter
+                                              : Callable::kRebuildParameterWithState;
+    known = true;
   } else if (module == "collections" && name == "OrderedDict") {
     v.callable = Callable::kOrderedDict;
     known = true;
@@ -265,7 +270,37 @@ Status Unpickler::reduce() {
       (callable->callable == Callable::kRebuildV2 || callable->callable == Callable::kRebuildV3)) {
     return rebuild_tensor(callable->callable == Callable::kRebuildV3, a, callable);
   }
+  if (callable->kind == Kind::kGlobal &&
+      (callable->callable == Callable::kRebuildParameter ||
+       callable->callable == Callable::kRebuildParameterWithState)) {
+    return rebuild_parameter(callable->callable == Callable::kRebuildParameterWithState, a,
+                             callable);
+  }
   return err("REDUCE of something that is not a tensor rebuild or OrderedDict");
+}
+
+// An nn.Parameter: torch pickles it as _rebuild_parameter(data, requires_grad, OrderedDict()),
+// or _rebuild_parameter_with_state(..., state) when the Parameter carries Python attributes.
+// Only what a plain Parameter writes is accepted (the hooks are never saved, so they are an
+// empty OrderedDict; the state, when present, is empty), and it reads as its data tensor:
+// requires_grad is training state, not weights.
+Status Unpickler::rebuild_parameter(bool with_state, const std::vector<Val>& a, Val* result) {
+  const std::string fn = with_state ? "_rebuild_parameter_with_state" : "_rebuild_parameter";
+  const size_t n = with_state ? 4 : 3;
+  if (a.size() != n) return err(fn + " with " + std::to_string(a.size()) + " arguments");
+  if (a[0].kind != Kind::kTensor || a[1].kind != Kind::kBool) {
+    return err(fn + " arguments are not (rebuilt tensor, requires_grad bool, OrderedDict()" +
+               (with_state ? ", state)" : ")"));
+  }
+  if (a[2].kind != Kind::kDict || !dicts_[a[2].ref].ordered || !dicts_[a[2].ref].items.empty()) {
+    return err(fn + " with backward hooks that are not an empty OrderedDict()");
+  }
+  if (with_state && a[3].kind != Kind::kNone &&
+      (a[3].kind != Kind::kDict || !dicts_[a[3].ref].items.empty())) {
+    return err(fn + " with Parameter attributes (state), which are not supported");
+  }
+  *result = a[0];
+  return ok_status();
 }
 
 Status Unpickler::rebuild_tensor(bool v3, const std::vector<Val>& a, Val* result) {

@@ -27,7 +27,8 @@ enum class Kind : uint8_t {
 };
 // The allowed globals: what each one is.
 enum class Callable : uint8_t {
-  kRebuildV2, kRebuildV3, kOrderedDict, kTypedStorage, kUntypedStorage, kDType
+  kRebuildV2, kRebuildV3, kOrderedDict, kTypedStorage, kUntypedStorage, kDType,
+  kRebuildParameter, kRebuildParameterWithState
 };
 // clang-format on
 
@@ -177,6 +178,7 @@ class Unpickler {
   Status persistent_id();
   Status reduce();
   Status rebuild_tensor(bool v3, const std::vector<Val>& args, Val* result);
+  Status rebuild_parameter(bool with_state, const std::vector<Val>& args, Val* result);
   Result<std::vector<PickledTensor>> finish();
 
   std::span<const uint8_t> in_;
