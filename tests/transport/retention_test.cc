@@ -186,10 +186,11 @@ TEST_F(Retention, ReaderLeaseProtectsItsReplayAndIsReleased) {
 TEST_F(Retention, RootWithoutHeadIsLeftAlone) {
   for (const uint64_t v : {0, 1, 2}) ASSERT_TRUE(make_directories(layout_.step(v)).ok());
   ASSERT_TRUE(write_lease(layout_, "old", 0, 0, 1).ok());  // long expired
+  // Steps without HEAD are a journal that lost its HEAD, not an empty one: refused, untouched.
   auto gc = collect_garbage(layout_, RetentionPolicy{1}, unix_now_ms());
-  ASSERT_TRUE(gc.ok()) << gc.status().to_string();
-  EXPECT_TRUE(gc->removed.empty());
-  EXPECT_TRUE(gc->expired_leases.empty());
+  ASSERT_FALSE(gc.ok());
+  EXPECT_EQ(gc.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(gc.status().message().find("repair-head"), std::string::npos);
   EXPECT_EQ(steps(), range(0, 2));
   EXPECT_TRUE(std::filesystem::exists(layout_.lease("old")));
 }

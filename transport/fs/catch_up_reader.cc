@@ -42,10 +42,26 @@ void CatchUpReader::log(const std::string& line) const {
   if (options_.log) options_.log(line);
 }
 
-Result<uint64_t> CatchUpReader::head_version() const {
+Result<proto::JournalHead> CatchUpReader::head() const {
+  if (options_.assume_head) return *options_.assume_head;
   ASSIGN_OR_RETURN(auto head, read_journal_head(layout_));
   if (!head) return not_found("journal '" + layout_.root() + "' has no HEAD (nothing published)");
-  return head->version();
+  return *head;
+}
+
+std::string CatchUpReader::divergence(const proto::JournalHead& head) const {
+  if (!held_) return "";
+  if (head.journal_id() != held_journal_) {
+    return "journal '" + layout_.root() + "' is another journal now (id " +
+           (held_journal_.empty() ? std::string("none") : held_journal_) + " -> " +
+           (head.journal_id().empty() ? std::string("none") : head.journal_id()) +
+           "): version " + std::to_string(*held_) + " held from the old one";
+  }
+  if (*held_ > head.version()) {
+    return "HEAD of journal '" + layout_.root() + "' went back to version " +
+           std::to_string(head.version()) + " below the held " + std::to_string(*held_);
+  }
+  return "";
 }
 
 Result<std::vector<uint64_t>> CatchUpReader::anchors_at_or_below(
@@ -66,7 +82,8 @@ Result<std::vector<uint64_t>> CatchUpReader::anchors_at_or_below(
 
 Result<CatchUpPlan> CatchUpReader::plan(std::optional<uint64_t> target) const {
   CatchUpPlan plan;
-  ASSIGN_OR_RETURN(plan.target, head_version());
+  ASSIGN_OR_RETURN(const proto::JournalHead h, head());
+  plan.target = h.version();
   if (target && *target > plan.target) {
     return not_found("version " + std::to_string(*target) + " is not committed in journal '" +
                      layout_.root() + "' (HEAD is " + std::to_string(plan.target) + ")");
@@ -133,6 +150,7 @@ Status CatchUpReader::load_anchor(uint64_t version) {
     checksums_[i] = m.tensors(static_cast<int>(i)).checksum();
   }
   held_ = version;
+  held_journal_ = m.journal_id().empty() ? head_journal_ : m.journal_id();
   return ok_status();
 }
 
@@ -178,6 +196,11 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
   }
   if (!held_ || *held_ != m.base_version()) {
     return failed_precondition(what + " applies to version " + std::to_string(m.base_version()));
+  }
+  if (!m.journal_id().empty() && !held_journal_.empty() && m.journal_id() != held_journal_) {
+    return failed_precondition(what + " is a delta of journal " + m.journal_id() +
+                               ", the held version " + std::to_string(*held_) +
+                               " is of journal " + held_journal_);
   }
   RETURN_IF_ERROR(check_destinations(m, what));
   // Everything is read and checked before the first byte is written.
@@ -239,6 +262,13 @@ Status CatchUpReader::run_deltas(uint64_t from_exclusive, uint64_t target, Catch
 Result<CatchUpReport> CatchUpReader::catch_up(std::optional<uint64_t> target) {
   const double t0 = now_s();
   CatchUpReport report;
+  ASSIGN_OR_RETURN(const proto::JournalHead h, head());
+  head_journal_ = h.journal_id();
+  if (const std::string why = divergence(h); !why.empty()) {
+    report.fallbacks.push_back(why);
+    log("reloading from an anchor: " + why);
+    held_.reset();
+  }
   ASSIGN_OR_RETURN(auto first, plan(target));
   const uint64_t goal = first.target;
   // Whatever way this call ends, the lease it wrote must not outlive it: a lease left behind
@@ -297,8 +327,9 @@ Result<CatchUpReport> CatchUpReader::follow(uint64_t until_version,
                                             std::chrono::milliseconds poll) {
   CatchUpReport total;
   while (true) {
-    auto head = head_version();
-    if (head.ok() && (!held_ || *head > *held_)) {
+    auto h = head();
+    auto head = h.ok() ? Result<uint64_t>(h->version()) : Result<uint64_t>(h.status());
+    if (head.ok() && (!held_ || *head > *held_ || !divergence(*h).empty())) {
       ASSIGN_OR_RETURN(auto step, catch_up(*head));
       total.anchors_loaded += step.anchors_loaded;
       total.deltas_applied += step.deltas_applied;

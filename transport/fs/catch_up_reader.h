@@ -7,6 +7,11 @@
 // every tensor's checksum equals v's manifest. A failure in the middle of a step leaves
 // held() empty (the contents are then undefined) and the reader recovers by loading an
 // anchor; a bad anchor (corrupt, truncated, missing) makes it fall back to the previous one.
+//
+// The held version is that of one journal (held_journal_id(), HEAD's journal_id when it was
+// reached). When HEAD names another journal (the root was wiped and recreated) or a version
+// older than the held one (HEAD rebuilt by repair-head), the held version is not this
+// journal's: catch_up drops it and starts from an anchor.
 #pragma once
 
 #include <chrono>
@@ -40,6 +45,9 @@ struct CatchUpOptions {
   std::string lease_holder;
   int64_t lease_ttl_ms = 10 * 60 * 1000;
   std::function<void(const std::string&)> log;  // a line per step loaded and per fallback
+  // Read as if HEAD were this instead of the root's HEAD file (repair-head replays a
+  // candidate version before it writes HEAD).
+  std::optional<proto::JournalHead> assume_head;
 };
 
 struct CatchUpPlan {
@@ -63,6 +71,11 @@ class CatchUpReader {
                 CatchUpOptions options = {});
 
   std::optional<uint64_t> held() const { return held_; }
+  // The journal the held version belongs to (empty: none held, or a journal from before
+  // identities).
+  const std::string& held_journal_id() const { return held_journal_; }
+  // Forgets the held version: the next catch_up starts from an anchor.
+  void forget() { held_.reset(); }
   // C() of destination i at the held version (valid while held() has a value).
   uint64_t checksum(size_t i) const { return checksums_[i]; }
 
@@ -90,7 +103,9 @@ class CatchUpReader {
                                std::chrono::milliseconds poll = std::chrono::milliseconds(20));
 
  private:
-  Result<uint64_t> head_version() const;
+  Result<proto::JournalHead> head() const;
+  // Why the held version is not one of the journal whose HEAD is `head` (empty: it is).
+  std::string divergence(const proto::JournalHead& head) const;
   Result<std::vector<uint64_t>> anchors_at_or_below(uint64_t target,
                                                     std::vector<std::string>* notes) const;
   Status check_destinations(const proto::StepManifest& manifest, const std::string& what) const;
@@ -106,6 +121,8 @@ class CatchUpReader {
   std::vector<ReaderDestination> destinations_;
   CatchUpOptions options_;
   std::optional<uint64_t> held_;
+  std::string held_journal_;
+  std::string head_journal_;  // HEAD's journal_id as catch_up last read it
   std::vector<uint64_t> checksums_;
 };
 

@@ -71,6 +71,7 @@ Status FsTransport::publish_unchecked(uint64_t version, std::span<const PartPayl
   manifest.set_version(version);
   manifest.set_kind(proto::STEP_PARTS);
   manifest.set_created_unix_ms(unix_now_ms());
+  manifest.set_journal_id(lock_->journal_id());
   for (const auto& p : parts) {
     Status s = check_deadline(deadline, what);
     if (s.ok()) s = write_and_sync_file(staged + "/" + p.name, p.bytes, options_.before_write);

@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -126,11 +127,20 @@ Result<std::span<const uint8_t>> unframe_journal_message(JournalFileKind kind,
   return bytes.subspan(8, length);
 }
 
+bool is_journal_id(const std::string& id) {
+  return id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
 Status check_manifest(const proto::StepManifest& m, const std::string& what,
                       const JournalFileLimits& limits) {
   if (m.format_version() != kJournalFormatVersion) {
     return data_loss(what + ": format version " + std::to_string(m.format_version()) +
                      " (this build reads " + std::to_string(kJournalFormatVersion) + ")");
+  }
+  if (!is_journal_id(m.journal_id())) {
+    return data_loss(what + ": journal_id is not up to 64 lowercase hex digits");
   }
   if (m.kind() == proto::STEP_ANCHOR) {
     if (m.anchor_version() != m.version()) {
@@ -207,6 +217,12 @@ Result<proto::JournalHead> parse_head(std::span<const uint8_t> bytes, const std:
                                       const JournalFileLimits& limits) {
   ASSIGN_OR_RETURN(auto head,
                    parse_framed<proto::JournalHead>(JournalFileKind::kHead, bytes, what, limits));
+  if (!is_journal_id(head.journal_id())) {
+    return data_loss(what + ": journal_id is not up to 64 lowercase hex digits");
+  }
+  if (head.empty() && (head.version() != 0 || head.anchor_version() != 0)) {
+    return data_loss(what + ": an empty HEAD names version " + std::to_string(head.version()));
+  }
   if (head.anchor_version() > head.version()) {
     return data_loss(what + ": anchor " + std::to_string(head.anchor_version()) +
                      " is newer than the head version " + std::to_string(head.version()));

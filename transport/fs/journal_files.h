@@ -68,6 +68,10 @@ Result<proto::Lease> read_lease_file(const std::string& path);
 Status write_journal_file(const std::string& path, JournalFileKind kind,
                           const google::protobuf::MessageLite& message);
 
+// A journal identity as HEAD and manifests carry it: at most 64 lowercase hex digits (empty
+// in journals from before identities).
+bool is_journal_id(const std::string& id);
+
 // A part or shard file name as a manifest may carry it: non-empty, no '/', not "." or "..",
 // printable ASCII, at most 255 bytes.
 bool is_safe_part_file_name(const std::string& name);

@@ -106,6 +106,7 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
   manifest.set_version(version);
   manifest.set_created_unix_ms(unix_now_ms());
   manifest.set_writer(writer_id());
+  manifest.set_journal_id(lock_.journal_id());
   Status written = ok_status();
   if (!report.anchor) {
     std::string needs_anchor;
@@ -152,6 +153,7 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
   head_ = proto::JournalHead();
   head_->set_version(version);
   head_->set_anchor_version(manifest.anchor_version());
+  head_->set_journal_id(manifest.journal_id());
   head_manifest_ = std::move(manifest);
   if (options_.collect_garbage_after_publish) {
     ASSIGN_OR_RETURN(report.gc, collect_garbage(layout_, options_.retention, unix_now_ms()));

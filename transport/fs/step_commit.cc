@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <random>
 
 #include "transport/file_io.h"
 #include "transport/fs/delta_step.h"
@@ -22,14 +23,40 @@ int64_t unix_now_ms() {
       .count();
 }
 
-Result<std::optional<proto::JournalHead>> read_journal_head(const JournalLayout& layout) {
-  auto head = read_head_file(layout.head());
-  if (head.ok()) return std::optional<proto::JournalHead>(*head);
-  if (head.status().code() == StatusCode::kNotFound) return std::optional<proto::JournalHead>();
-  return head.status();
+std::string new_journal_id() {
+  std::random_device random;  // /dev/urandom on Linux
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id;
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t word = random();
+    for (int nibble = 0; nibble < 4; ++nibble) id += kHex[(word >> (4 * nibble)) & 0xF];
+  }
+  return id;
 }
 
-Result<JournalLock> JournalLock::acquire(const JournalLayout& layout) {
+Result<std::optional<proto::JournalHead>> read_journal_head(const JournalLayout& layout) {
+  auto head = read_head_file(layout.head());
+  if (head.ok()) {
+    if (head->empty()) return std::optional<proto::JournalHead>();
+    return std::optional<proto::JournalHead>(*head);
+  }
+  if (head.status().code() != StatusCode::kNotFound) return head.status();
+  // Without HEAD the root is empty only if it holds no step either: a deleted or lost HEAD
+  // must never make a writer start over and reuse the committed version numbers.
+  ASSIGN_OR_RETURN(auto steps, layout.list_steps());
+  if (steps.empty()) return std::optional<proto::JournalHead>();
+  return data_loss("journal '" + layout.root() + "' has no HEAD but " +
+                   std::to_string(steps.size()) + " step directories (versions " +
+                   std::to_string(steps.front()) + ".." + std::to_string(steps.back()) +
+                   "): it is not empty; run `weightcast journal repair-head --root " +
+                   layout.root() + "` to rebuild HEAD from the newest complete step");
+}
+
+Status write_head(const JournalLayout& layout, const proto::JournalHead& head) {
+  return write_journal_file(layout.head(), JournalFileKind::kHead, head);
+}
+
+Result<JournalLock> JournalLock::acquire(const JournalLayout& layout, Mode mode) {
   RETURN_IF_ERROR(make_directories(layout.staging()));
   RETURN_IF_ERROR(make_directories(layout.leases()));
   JournalLock lock;
@@ -49,7 +76,26 @@ Result<JournalLock> JournalLock::acquire(const JournalLayout& layout) {
       ::pwrite(lock.fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
     return io_error("cannot write '" + layout.lock() + "': " + std::strerror(errno));
   }
+  if (mode == Mode::kRepair) {
+    auto head = read_journal_head(layout);
+    if (head.ok()) lock.head_ = *head;
+    return lock;
+  }
   ASSIGN_OR_RETURN(lock.head_, read_journal_head(layout));
+  auto raw_head = read_head_file(layout.head());
+  if (raw_head.ok()) lock.journal_id_ = raw_head->journal_id();
+  if (lock.journal_id_.empty()) {
+    // A new journal (or one from before identities): an identity, and an empty HEAD so that
+    // from now on a missing HEAD is never mistaken for an empty journal.
+    lock.journal_id_ = new_journal_id();
+    if (!raw_head.ok()) {
+      proto::JournalHead empty;
+      empty.set_empty(true);
+      empty.set_journal_id(lock.journal_id_);
+      empty.set_committed_unix_ms(unix_now_ms());
+      RETURN_IF_ERROR(write_head(layout, empty));
+    }
+  }
 
   // A crashed writer's leftovers: everything in .staging/, and steps HEAD never named.
   std::error_code ec;
@@ -77,7 +123,10 @@ Result<JournalLock> JournalLock::acquire(const JournalLayout& layout) {
 }
 
 JournalLock::JournalLock(JournalLock&& other) noexcept
-    : fd_(other.fd_), head_(std::move(other.head_)), cleaned_(other.cleaned_) {
+    : fd_(other.fd_),
+      head_(std::move(other.head_)),
+      journal_id_(std::move(other.journal_id_)),
+      cleaned_(other.cleaned_) {
   other.fd_ = -1;
 }
 
@@ -115,7 +164,8 @@ Status commit_step(const JournalLayout& layout, const std::string& staged_dir,
   head.set_version(manifest.version());
   head.set_anchor_version(manifest.anchor_version());
   head.set_committed_unix_ms(unix_now_ms());
-  return write_journal_file(layout.head(), JournalFileKind::kHead, head);
+  head.set_journal_id(manifest.journal_id());
+  return write_head(layout, head);
 }
 
 }  // namespace weightcast
