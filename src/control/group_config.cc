@@ -94,10 +94,10 @@ Status parse_coordinator(const Reader& r, const YAML::Node& n, proto::GroupConfi
 Status parse_journal(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg) {
   RETURN_IF_ERROR(r.mapping(n, "journal", {"root", "anchor_every", "retain_anchors"}));
   ASSIGN_OR_RETURN(std::string root, r.path_field(n, "journal", "root"));
-  ASSIGN_OR_RETURN(uint64_t every,
-                   r.uint_field(n, "journal", "anchor_every", kDefaultAnchorEvery, 0, kU64Max));
-  ASSIGN_OR_RETURN(uint64_t retain,
-                   r.uint_field(n, "journal", "retain_anchors", kDefaultRetainAnchors, 1, kU32Max));
+  ASSIGN_OR_RETURN(uint64_t every, r.uint_field(n, "journal", "anchor_every", kDefaultAnchorEvery,
+                                                0, kMaxAnchorEvery));
+  ASSIGN_OR_RETURN(uint64_t retain, r.uint_field(n, "journal", "retain_anchors",
+                                                 kDefaultRetainAnchors, 1, kMaxRetainAnchors));
   cfg.set_journal_root(root);
   cfg.set_anchor_every(every);
   cfg.set_retain_anchors(static_cast<uint32_t>(retain));
@@ -155,13 +155,13 @@ Status parse_timeouts(const Reader& r, const YAML::Node& n, proto::GroupConfig& 
                             {"heartbeat_ms", "dead_after_ms", "ack_timeout_ms", "lease_ttl_ms"}));
   const std::string t = "timeouts";
   ASSIGN_OR_RETURN(uint64_t hb,
-                   r.uint_field(m, t, "heartbeat_ms", kDefaultHeartbeatMs, 1, kU32Max));
+                   r.uint_field(m, t, "heartbeat_ms", kDefaultHeartbeatMs, 1, kMaxTimeoutMs));
   ASSIGN_OR_RETURN(uint64_t dead,
-                   r.uint_field(m, t, "dead_after_ms", kDefaultDeadAfterMs, 1, kU32Max));
+                   r.uint_field(m, t, "dead_after_ms", kDefaultDeadAfterMs, 1, kMaxTimeoutMs));
   ASSIGN_OR_RETURN(uint64_t ack,
-                   r.uint_field(m, t, "ack_timeout_ms", kDefaultAckTimeoutMs, 1, kU32Max));
+                   r.uint_field(m, t, "ack_timeout_ms", kDefaultAckTimeoutMs, 1, kMaxTimeoutMs));
   ASSIGN_OR_RETURN(uint64_t lease,
-                   r.uint_field(m, t, "lease_ttl_ms", kDefaultLeaseTtlMs, 1, kU32Max));
+                   r.uint_field(m, t, "lease_ttl_ms", kDefaultLeaseTtlMs, 1, kMaxTimeoutMs));
   if (dead <= 2 * hb) {
     return r.fail("timeouts.dead_after_ms",
                   std::to_string(dead) + " must exceed 2 * heartbeat_ms (" +
@@ -278,16 +278,16 @@ Status parse_demo(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg)
   RETURN_IF_ERROR(
       r.mapping(n, "demo", {"parameters", "density", "versions", "seed", "step_interval_ms"}));
   auto* d = cfg.mutable_demo();
-  ASSIGN_OR_RETURN(uint64_t params,
-                   r.uint_field(n, "demo", "parameters", kDefaultDemoParameters, 1024, kU64Max));
+  ASSIGN_OR_RETURN(uint64_t params, r.uint_field(n, "demo", "parameters", kDefaultDemoParameters,
+                                                 kMinDemoParameters, kMaxDemoParameters));
   ASSIGN_OR_RETURN(uint64_t versions,
-                   r.uint_field(n, "demo", "versions", kDefaultDemoVersions, 1, kU64Max));
+                   r.uint_field(n, "demo", "versions", kDefaultDemoVersions, 1, kMaxDemoVersions));
   ASSIGN_OR_RETURN(uint64_t seed, r.uint_field(n, "demo", "seed", kDefaultDemoSeed, 0, kU64Max));
-  ASSIGN_OR_RETURN(uint64_t step, r.uint_field(n, "demo", "step_interval_ms", 0, 0, kU32Max));
+  ASSIGN_OR_RETURN(uint64_t step, r.uint_field(n, "demo", "step_interval_ms", 0, 0, kMaxTimeoutMs));
   double density = kDefaultDemoDensity;
   if (n["density"].IsDefined()) {
     ASSIGN_OR_RETURN(density, r.real(n["density"], "demo.density"));
-    if (!(density > 0 && density <= 0.5)) {
+    if (!(density > 0 && density <= kMaxDemoDensity)) {
       return r.fail("demo.density", describe(n["density"]) + " is not in (0, 0.5]");
     }
   }
@@ -316,7 +316,7 @@ Result<proto::GroupConfig> parse_root(const Reader& r, const YAML::Node& root) {
   RETURN_IF_ERROR(parse_ucx(r, root["ucx"], cfg));
   RETURN_IF_ERROR(parse_nccl_section(r, root["nccl"], cfg));
   ASSIGN_OR_RETURN(uint64_t in_flight,
-                   r.uint_field(root, "", "max_in_flight", kDefaultMaxInFlight, 1, kU32Max));
+                   r.uint_field(root, "", "max_in_flight", kDefaultMaxInFlight, 1, kMaxInFlight));
   cfg.set_max_in_flight(static_cast<uint32_t>(in_flight));
   RETURN_IF_ERROR(parse_timeouts(r, root["timeouts"], cfg));
   RETURN_IF_ERROR(parse_curve(r, root["curve"], cfg));

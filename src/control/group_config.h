@@ -33,6 +33,20 @@ inline constexpr uint64_t kDefaultAnchorEvery = 10;
 inline constexpr uint32_t kDefaultRetainAnchors = 2;
 inline constexpr uint32_t kDefaultMaxInFlight = 2;
 
+// Upper bounds of the numeric fields (docs/CONFIG.md), chosen so that no value a file can hold
+// makes a rank allocate past reason or overflow a sum. The CLI flags of the same meaning
+// (`weightcast group init`, `journal publish`) use the same bounds.
+inline constexpr uint64_t kMaxAnchorEvery = 4294967295;  // past it, "never" is the same
+inline constexpr uint32_t kMaxRetainAnchors = 4096;      // each is a model-sized directory
+inline constexpr uint32_t kMaxInFlight = 1024;           // each holds a delta in memory
+inline constexpr uint32_t kMaxTimeoutMs = 86'400'000;    // a day, for every wait and interval
+// The synthetic model needs 6 bytes per parameter and never exceeds Qwen3-30B-A3B's shapes
+// (about 30.5 G parameters); 32 Gi parameters is the cap a file may ask for.
+inline constexpr uint64_t kMaxDemoParameters = uint64_t{32} << 30;
+inline constexpr uint64_t kMinDemoParameters = 1024;
+inline constexpr uint64_t kMaxDemoVersions = 1'000'000'000;
+inline constexpr double kMaxDemoDensity = 0.5;
+
 // `source` names the text in errors (usually the path); `base_dir` resolves relative paths
 // (journal root, key files); empty leaves them as written.
 Result<proto::GroupConfig> parse_group_config(std::string_view yaml_text, std::string_view source,

@@ -34,6 +34,13 @@ Result<GroupInitResult> init_group(const GroupInitOptions& o) {
   namespace fs = std::filesystem;
   if (o.dir.empty()) return invalid_argument("group init: no directory given");
   if (o.publishers == 0) return invalid_argument("group init: a group needs a publisher");
+  const uint64_t max_ranks = GroupConfigLimits{}.max_ranks;
+  if (uint64_t{1} + o.publishers + o.subscribers > max_ranks) {
+    return invalid_argument("group init: 1 coordinator + " + std::to_string(o.publishers) +
+                            " publishers + " + std::to_string(o.subscribers) +
+                            " subscribers exceed GroupConfigLimits::max_ranks (" +
+                            std::to_string(max_ranks) + ")");
+  }
   GroupInitResult out;
   out.config_path = o.dir + "/group.yaml";
   out.journal_root = o.dir + "/journal";
