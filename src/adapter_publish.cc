@@ -113,6 +113,10 @@ Result<AdapterPublication> publish_adapter(const std::string& dir,
   if (!nlohmann::json::accept(adapter_config_json)) {
     return invalid_argument("adapter config for '" + dir + "' is not valid JSON");
   }
+  // An adapter without keys would load as a no-op and hide a broken export.
+  if (tensors.empty()) {
+    return invalid_argument("adapter for '" + dir + "' has no tensors: nothing to publish");
+  }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return io_error("cannot create directory '" + dir + "': " + ec.message());

@@ -49,8 +49,9 @@ struct AdapterPublication {
 };
 
 // Publishes into `dir` (created if missing). `tensors` are contiguous host views with unique
-// names; `adapter_config_json` is written as adapter_config.json verbatim. Errors name the
-// file or tensor at fault; on error the directory still holds the previous adapter.
+// names, at least one; `adapter_config_json` is written as adapter_config.json verbatim.
+// Errors name the file or tensor at fault; on error the directory still holds the previous
+// adapter (and is not created when the input is refused).
 // `force` overrides the representation rule (benchmarks compare both formats).
 Result<AdapterPublication> publish_adapter(const std::string& dir,
                                            std::span<const TensorBytesView> tensors,

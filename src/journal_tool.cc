@@ -61,8 +61,12 @@ Result<PublishReport> journal_publish(const JournalPublishConfig& c) {
   options.anchor.threads = c.threads;
   options.pool = &pool;
   options.log = c.log;
-  ASSIGN_OR_RETURN(auto writer, JournalWriter::open(options));
+  // The input is checked before the journal is opened, so a refused one leaves no trace.
   ASSIGN_OR_RETURN(auto model, read_model_files(c.from));
+  if (model->tensors.empty()) {
+    return invalid_argument("'" + c.from + "' has no tensors: nothing to publish");
+  }
+  ASSIGN_OR_RETURN(auto writer, JournalWriter::open(options));
   std::vector<PublishTensor> current;
   for (const auto& t : model->tensors) current.push_back({t.name, t.dtype, t.shape, t.bytes});
 

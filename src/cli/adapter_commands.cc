@@ -89,6 +89,9 @@ Status run_verify(const std::string& dir) {
 
 Status run_publish(const PublishArgs& a) {
   ASSIGN_OR_RETURN(auto input, read_adapter_input(a.from));
+  if (input->tensors.empty()) {
+    return invalid_argument("'" + a.from + "' has no tensors: nothing to publish");
+  }
   ASSIGN_OR_RETURN(const auto config, read_whole_file(a.config, 1 << 24));
   ThreadPool pool(a.threads);
   auto pub = publish_adapter(
