@@ -13,8 +13,11 @@
 #include <zmq.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -76,6 +79,16 @@ Status write_all(int fd, const std::string& text, const std::string& temp) {
   }
   if (::fsync(fd) != 0) return io_error(temp + ": fsync failed: " + errno_text(errno));
   return ok_status();
+}
+
+// The default warning sink: a daemon restarted in a loop, or a tool reading the same file for
+// several roles, says it once.
+void warn_once_on_stderr(const std::string& path, const std::string& warning) {
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!warned.insert(path).second) return;
+  std::fprintf(stderr, "%s\n", warning.c_str());
 }
 
 }  // namespace
@@ -149,10 +162,33 @@ Status write_curve_key_file(const std::string& path, const CurveKeyPair& pair, b
   return fsync_directory(dir);
 }
 
-Result<CurveKeyPair> read_curve_key_file(const std::string& path) {
+std::string key_file_mode_warning(const std::string& path, unsigned mode) {
+  if ((mode & 077) == 0) return "";
+  char octal[8];
+  std::snprintf(octal, sizeof(octal), "%04o", mode & 07777);
+  return "warning: CURVE key file '" + path + "' has mode " + octal +
+         ": its secret key is accessible to group or others; run: chmod 600 " + path;
+}
+
+Result<CurveKeyPair> read_curve_key_file(const std::string& path, const KeyFileWarning& warn) {
   ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, read_whole_file(path, kMaxKeyFileBytes));
-  return parse_curve_key_text(
-      std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path);
+  ASSIGN_OR_RETURN(
+      CurveKeyPair pair,
+      parse_curve_key_text(
+          std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path));
+  // stat, not lstat: a Kubernetes secret is a symlink to the file whose mode matters.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    const std::string warning = key_file_mode_warning(path, st.st_mode);
+    if (!warning.empty()) {
+      if (warn) {
+        warn(warning);
+      } else {
+        warn_once_on_stderr(path, warning);
+      }
+    }
+  }
+  return pair;
 }
 
 Result<CurveKeyPair> parse_curve_key_text(std::string_view text, const std::string& path) {

@@ -5,6 +5,7 @@
 // them; the group config names each rank's file and lists the public keys it authorizes.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -28,9 +29,22 @@ Result<CurveKeyPair> generate_curve_key_pair();
 Status write_curve_key_file(const std::string& path, const CurveKeyPair& pair,
                             bool overwrite = false);
 
+// Receives a warning about a key file that is used anyway.
+using KeyFileWarning = std::function<void(const std::string&)>;
+
 // Reads a key file; errors name the path and the line at fault. Checks that the public key
 // is the one derived from the secret key.
-Result<CurveKeyPair> read_curve_key_file(const std::string& path);
+//
+// A key file whose mode gives group or others any access (mode & 077) is used, with a warning
+// naming the file, its mode and the fix (key_file_mode_warning): refusing it would break
+// Kubernetes, which mounts secrets 0644 unless told otherwise. The warning goes to `warn`, or,
+// when that is null, to stderr once per path per process.
+Result<CurveKeyPair> read_curve_key_file(const std::string& path,
+                                         const KeyFileWarning& warn = nullptr);
+
+// The warning for key file `path` of mode `mode` (st_mode), or "" when only its owner has
+// access.
+std::string key_file_mode_warning(const std::string& path, unsigned mode);
 
 // The same checks on a key file's text; `source` names it in errors.
 Result<CurveKeyPair> parse_curve_key_text(std::string_view text, const std::string& source);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace weightcast {
 namespace {
@@ -106,6 +107,50 @@ TEST_F(CurveKeys, FileIsPrivateAndNoTempFileRemains) {
     ++entries;
   }
   EXPECT_EQ(entries, 1u);
+}
+
+// Too-open key files are used with a warning (Kubernetes mounts secrets 0644), never refused.
+TEST_F(CurveKeys, KeyFileReadableByOthersIsUsedWithAWarning) {
+  const std::string path = dir_.file("open.key");
+  ASSERT_TRUE(write_curve_key_file(path, kServer).ok());
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  std::vector<std::string> warnings;
+  auto r = read_curve_key_file(path, [&](const std::string& w) { warnings.push_back(w); });
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->secret_z85, kServer.secret_z85);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0], "warning: CURVE key file '" + path +
+                             "' has mode 0644: its secret key is accessible to group or "
+                             "others; run: chmod 600 " +
+                             path);
+
+  // Group access alone is enough; the warning follows a symlink to the file it names.
+  ASSERT_EQ(::chmod(path.c_str(), 0640), 0);
+  const std::string link = dir_.file("link.key");
+  ASSERT_EQ(::symlink(path.c_str(), link.c_str()), 0);
+  warnings.clear();
+  ASSERT_TRUE(read_curve_key_file(link, [&](const std::string& w) { warnings.push_back(w); }).ok());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("'" + link + "' has mode 0640"), std::string::npos) << warnings[0];
+}
+
+TEST_F(CurveKeys, PrivateKeyFileHasNoWarning) {
+  const std::string path = dir_.file("private.key");
+  ASSERT_TRUE(write_curve_key_file(path, kServer).ok());
+  for (const mode_t mode : {0600, 0400}) {
+    ASSERT_EQ(::chmod(path.c_str(), mode), 0);
+    std::vector<std::string> warnings;
+    ASSERT_TRUE(
+        read_curve_key_file(path, [&](const std::string& w) { warnings.push_back(w); }).ok());
+    EXPECT_TRUE(warnings.empty()) << warnings[0];
+  }
+}
+
+TEST(CurveKeyModeWarning, NamesModeAndFixOnlyForGroupOrOtherAccess) {
+  EXPECT_EQ(key_file_mode_warning("k", S_IFREG | 0600), "");
+  EXPECT_EQ(key_file_mode_warning("k", S_IFREG | 0700), "");
+  EXPECT_NE(key_file_mode_warning("k", S_IFREG | 0604).find("mode 0604"), std::string::npos);
+  EXPECT_NE(key_file_mode_warning("k", S_IFREG | 0620).find("chmod 600 k"), std::string::npos);
 }
 
 TEST_F(CurveKeys, RefusesToOverwriteUnlessAsked) {
