@@ -18,4 +18,5 @@ trap 'rm -rf "$work"' EXIT
 "$python" "$here/write_reference_files.py" "$work/theirs"
 "$tool" check "$work/theirs/ref.safetensors" "$work/theirs/ref.safetensors.expected"
 "$tool" check "$work/theirs/ref.pt" "$work/theirs/ref.pt.expected"
+"$tool" check "$work/theirs/ref_param.pt" "$work/theirs/ref_param.pt.expected"
 echo "interop: all checks passed"

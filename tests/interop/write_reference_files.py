@@ -4,7 +4,9 @@
 
 DIR/ref.safetensors (safetensors package: f32, bf16, f16, i64, u8 and a scalar) and
 DIR/ref.pt (torch.save of a dict whose keys share storage, with an offset view and a
-transposed view), each with DIR/<name>/expected.json and the raw bytes of every key.
+transposed view) and DIR/ref_param.pt (torch.save of nn.Parameter values, which torch pickles
+through _rebuild_parameter), each with DIR/<name>.expected/expected.json and the raw bytes of
+every key.
 """
 import json
 import pathlib
@@ -55,7 +57,17 @@ def main():
     }
     torch.save(shared, root / "ref.pt")
     expect(root / "ref.pt.expected", shared)
-    print(f"torch {torch.__version__}: wrote {root / 'ref.safetensors'} and {root / 'ref.pt'}")
+
+    params = {
+        "w": torch.nn.Parameter(torch.ones(3)),
+        "proj": torch.nn.Parameter(torch.randn(2, 4, generator=g)),
+    }
+    torch.save(params, root / "ref_param.pt")
+    back = torch.load(root / "ref_param.pt", weights_only=True)
+    assert all(torch.equal(back[k], v) for k, v in params.items()), "torch cannot read ref_param.pt"
+    expect(root / "ref_param.pt.expected", {k: v.detach() for k, v in params.items()})
+    print(f"torch {torch.__version__}: wrote {root / 'ref.safetensors'}, {root / 'ref.pt'} "
+          f"and {root / 'ref_param.pt'}")
 
 
 if __name__ == "__main__":
