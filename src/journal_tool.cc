@@ -13,9 +13,7 @@
 #include "transport/fs/journal_files.h"
 
 namespace weightcast {
-namespace {
 
-// Destinations for every tensor of `manifest`, backed by `storage`.
 Result<std::vector<ReaderDestination>> destinations_for(
     const proto::StepManifest& manifest, std::vector<std::vector<uint8_t>>* storage) {
   std::vector<ReaderDestination> out;
@@ -30,6 +28,8 @@ Result<std::vector<ReaderDestination>> destinations_for(
   }
   return out;
 }
+
+namespace {
 
 // Rebuilds `version` of the journal into memory.
 Status rebuild(const std::string& root, uint64_t version, ThreadPool* pool,
@@ -246,7 +246,10 @@ Result<std::vector<std::string>> journal_verify(
   CatchUpOptions options;
   options.pool = &pool;
   CatchUpReader reader(root, *d, options);
-  for (uint64_t v = *oldest_anchor; v <= head->version(); ++v) {
+  // Only the versions that have a step: a journal may skip versions (v2 then v10, the later
+  // one an anchor since it does not follow), and a skipped version was never committed.
+  for (const uint64_t v : steps) {
+    if (v < *oldest_anchor || v > head->version()) continue;
     auto r = reader.catch_up(v);
     if (!r.ok()) {
       problems.push_back("replay to version " + std::to_string(v) + ": " + r.status().message());

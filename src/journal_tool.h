@@ -10,9 +10,14 @@
 #include <nlohmann/json.hpp>
 
 #include "codec/status.h"
+#include "transport/fs/catch_up_reader.h"
 #include "transport/fs/journal_writer.h"
 
 namespace weightcast {
+
+// Destinations for every tensor of `manifest`, backed by `storage` (one buffer a tensor).
+Result<std::vector<ReaderDestination>> destinations_for(const proto::StepManifest& manifest,
+                                                        std::vector<std::vector<uint8_t>>* storage);
 
 struct JournalPublishConfig {
   std::string root;

@@ -13,6 +13,7 @@ void register_delta_commands(CLI::App& app, int& exit_code);
 void register_bench_commands(CLI::App& app, int& exit_code);
 void register_adapter_commands(CLI::App& app, int& exit_code);
 void register_journal_commands(CLI::App& app, int& exit_code);
+void register_journal_repair(CLI::App* journal, int& exit_code);  // under `journal`
 void register_keys_command(CLI::App& app, int& exit_code);
 void register_group_commands(CLI::App& app, int& exit_code);
 

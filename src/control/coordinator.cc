@@ -7,6 +7,7 @@
 #include "src/control/messages.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/journal_layout.h"
+#include "transport/fs/step_commit.h"
 
 namespace weightcast {
 
@@ -15,7 +16,9 @@ Coordinator::Coordinator(proto::GroupConfig config, CoordinatorOptions options,
     : config_(std::move(config)),
       options_(std::move(options)),
       server_(std::move(server)),
-      state_(CoordinatorSettings::from_config(config_)) {}
+      state_(CoordinatorSettings::from_config(config_)),
+      journal_log_(options_.log),
+      event_log_(options_.log) {}
 
 Result<std::unique_ptr<Coordinator>> Coordinator::start(const proto::GroupConfig& config,
                                                         CoordinatorOptions options) {
@@ -24,6 +27,12 @@ Result<std::unique_ptr<Coordinator>> Coordinator::start(const proto::GroupConfig
       config.coordinator_bind().empty() ? config.coordinator_endpoint() : config.coordinator_bind();
   ASSIGN_OR_RETURN(std::unique_ptr<ControlServer> server,
                    ControlServer::bind(bind, curve, MessageLimits{}, options.log));
+  if (std::error_code ec; !config.journal_root().empty() &&
+                          std::filesystem::exists(config.journal_root(), ec) &&
+                          !std::filesystem::is_directory(config.journal_root(), ec)) {
+    return invalid_argument("journal.root '" + config.journal_root() +
+                            "' of the group config is not a directory");
+  }
   std::unique_ptr<Coordinator> c(new Coordinator(config, std::move(options), std::move(server)));
   RETURN_IF_ERROR(c->poll_journal());
   c->log_events();
@@ -33,20 +42,32 @@ Result<std::unique_ptr<Coordinator>> Coordinator::start(const proto::GroupConfig
 Status Coordinator::poll_journal() {
   last_poll_ = CoordinatorClock::now();
   const JournalLayout layout(config_.journal_root());
-  std::error_code ec;
-  if (!std::filesystem::exists(layout.head(), ec)) return ok_status();
-  auto head = read_head_file(layout.head());
-  if (!head.ok()) {
-    // A torn HEAD cannot happen (atomic replace); a corrupt one is reported and retried.
-    if (options_.log)
-      options_.log("coordinator: cannot read " + layout.head() + ": " + head.status().message());
+  auto read = read_journal_head(layout);
+  if (!read.ok()) {
+    // A corrupt or missing HEAD beside committed steps: reported (at a bounded rate) and
+    // retried; the group stays on what it has until the journal is repaired.
+    journal_log_.log(
+        "head", "coordinator: journal '" + config_.journal_root() + "': " + read.status().message(),
+        "coordinator: the journal's HEAD was unreadable {} more times", read.status().message());
     return ok_status();
   }
-  state_.note_anchor(head->anchor_version());
-  if (state_.head() && *state_.head() >= head->version()) return ok_status();
-  auto manifest = read_manifest_file(layout.manifest(head->version()));
+  if (!*read) return ok_status();
+  const proto::JournalHead& head = **read;
+  state_.note_anchor(head.anchor_version());
+  const std::string& known_id = state_.journal_id();
+  const bool other_journal =
+      !known_id.empty() && !head.journal_id().empty() && head.journal_id() != known_id;
+  const bool went_back =
+      state_.head() && head.version() < *state_.head() &&
+      (head.journal_id().empty() || head.journal_id() == known_id || known_id.empty());
+  if (!other_journal && !went_back && state_.head() && *state_.head() >= head.version()) {
+    return ok_status();
+  }
+  auto manifest = read_manifest_file(layout.manifest(head.version()));
   if (!manifest.ok()) {
-    if (options_.log) options_.log("coordinator: " + manifest.status().message());
+    journal_log_.log("manifest", "coordinator: " + manifest.status().message(),
+                     "coordinator: the head's manifest was unreadable {} more times",
+                     manifest.status().message());
     return ok_status();
   }
   std::vector<proto::TensorChecksum> checksums;
@@ -57,33 +78,49 @@ Status Coordinator::poll_journal() {
     checksums.push_back(std::move(c));
   }
   const auto now = CoordinatorClock::now();
+  if (other_journal || went_back) {
+    const std::string why =
+        other_journal
+            ? "journal '" + config_.journal_root() + "' was replaced (id " + known_id + " -> " +
+                  head.journal_id() + ", HEAD at version " + std::to_string(head.version()) + ")"
+            : "HEAD of journal '" + config_.journal_root() + "' went back from version " +
+                  std::to_string(*state_.head()) + " to " + std::to_string(head.version());
+    if (options_.log)
+      options_.log("coordinator: " + why + ": every subscriber reloads from an anchor");
+    unoffered_head_ = head.version();
+    unoffered_since_ = now;
+    return send_all(state_.on_journal_replaced(head.version(), head.anchor_version(),
+                                               std::move(checksums), head.journal_id(), why, now));
+  }
   if (!state_.head()) {
     // Start (or restart): the head is published; who holds it comes with the Hellos.
-    state_.restore_head(head->version(), head->anchor_version(), std::move(checksums), now);
+    state_.restore_head(head.version(), head.anchor_version(), std::move(checksums), now,
+                        head.journal_id());
     if (options_.log) {
       options_.log("coordinator: journal " + config_.journal_root() + " at version " +
-                   std::to_string(head->version()) + " (anchor " +
-                   std::to_string(head->anchor_version()) + ")");
+                   std::to_string(head.version()) + " (anchor " +
+                   std::to_string(head.anchor_version()) + ")");
     }
     return ok_status();
   }
   // Published but not offered: normally the publisher's offer is on its way; after a grace
   // period (its publisher died between HEAD and the offer) offer it from the manifest.
-  if (unoffered_head_ != head->version()) {
-    unoffered_head_ = head->version();
+  if (unoffered_head_ != head.version()) {
+    unoffered_head_ = head.version();
     unoffered_since_ = now;
     return ok_status();
   }
   if (now - unoffered_since_ < options_.offer_grace) return ok_status();
   if (options_.log) {
-    options_.log("coordinator: version " + std::to_string(head->version()) +
+    options_.log("coordinator: version " + std::to_string(head.version()) +
                  " is in the journal but was never offered; offering it from its manifest");
   }
   proto::Offer offer;
-  offer.set_version(head->version());
+  offer.set_version(head.version());
   offer.set_anchor(manifest->kind() == proto::STEP_ANCHOR);
   for (auto& c : checksums) *offer.add_checksums() = std::move(c);
   offer.set_transport("fs");
+  offer.set_journal_id(head.journal_id());
   return send_all(state_.on_offer(offer, now));
 }
 
@@ -102,6 +139,15 @@ void Coordinator::log_events() {
       line += " v" + std::to_string(e.version);
     }
     if (!e.detail.empty()) line += ": " + e.detail;
+    // Refusals, moves to catch-up and ignored messages repeat as long as their cause lasts.
+    using K = CoordinatorEvent::Kind;
+    if (e.kind == K::kRefused || e.kind == K::kMovedToCatchUp || e.kind == K::kIgnored) {
+      const std::string kind(event_kind_name(e.kind));
+      event_log_.log(kind + std::to_string(e.rank), line,
+                     "coordinator: {} more '" + kind + "' events of rank " + std::to_string(e.rank),
+                     e.detail);
+      continue;
+    }
     options_.log(line);
   }
 }
@@ -128,6 +174,8 @@ Status Coordinator::step(std::chrono::milliseconds wait) {
   if (now - last_tick_ >= options_.tick) {
     last_tick_ = now;
     RETURN_IF_ERROR(send_all(state_.on_tick(now)));
+    event_log_.poll();
+    journal_log_.poll();
   }
   if (now - last_poll_ >= options_.journal_poll) RETURN_IF_ERROR(poll_journal());
   return ok_status();

@@ -11,6 +11,7 @@
 
 #include "codec/status.h"
 #include "src/control/coordinator_state.h"
+#include "src/control/rate_limited_log.h"
 #include "src/control/zmq_channel.h"
 #include "weightcast/group_config.pb.h"
 
@@ -56,6 +57,10 @@ class Coordinator {
   CoordinatorClock::time_point last_poll_{};
   uint64_t unoffered_head_ = 0;
   CoordinatorClock::time_point unoffered_since_{};
+  // A journal that stays unreadable and a peer that repeats a refused or faulty message
+  // write a bounded number of lines (counted per kind of event).
+  RateLimitedLog journal_log_;
+  RateLimitedLog event_log_;
 };
 
 }  // namespace weightcast

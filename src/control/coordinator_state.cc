@@ -56,8 +56,10 @@ CoordinatorSettings CoordinatorSettings::from_config(const proto::GroupConfig& c
 CoordinatorState::CoordinatorState(CoordinatorSettings settings) : settings_(std::move(settings)) {}
 
 void CoordinatorState::restore_head(uint64_t head, std::optional<uint64_t> anchor,
-                                    std::vector<proto::TensorChecksum> checksums, TimePoint now) {
+                                    std::vector<proto::TensorChecksum> checksums, TimePoint now,
+                                    std::string journal_id) {
   if (head_ && *head_ >= head) return;
+  if (!journal_id.empty()) journal_id_ = std::move(journal_id);
   head_ = head;
   if (anchor) anchor_ = anchor;
   VersionRecord& record = versions_[head];
@@ -65,6 +67,27 @@ void CoordinatorState::restore_head(uint64_t head, std::optional<uint64_t> ancho
   for (auto& c : checksums) *record.offer.add_checksums() = std::move(c);
   record.offered_at = now;
   trim_versions();
+}
+
+std::vector<OutgoingMessage> CoordinatorState::on_journal_replaced(
+    uint64_t head, std::optional<uint64_t> anchor, std::vector<proto::TensorChecksum> checksums,
+    std::string journal_id, const std::string& why, TimePoint now) {
+  versions_.clear();
+  head_.reset();
+  committed_.reset();
+  anchor_.reset();
+  journal_id_.clear();
+  restore_head(head, anchor, std::move(checksums), now, std::move(journal_id));
+  std::vector<OutgoingMessage> out;
+  for (auto& [rank, m] : members_) {
+    if (m.state == MemberState::kDead) continue;
+    if (m.role != proto::ROLE_SUBSCRIBER) continue;
+    m.held.reset();
+    m.acked.reset();
+    auto moved = move_to_catch_up(m, why, true);
+    out.insert(out.end(), moved.begin(), moved.end());
+  }
+  return out;
 }
 
 proto::Envelope CoordinatorState::envelope(uint32_t protocol) const {
@@ -189,6 +212,22 @@ std::vector<OutgoingMessage> CoordinatorState::on_hello(const std::string& peer,
                    rank)};
   }
 
+  if (auto held = members_.find(rank); held != members_.end()) {
+    const Member& other = held->second;
+    if (other.state != MemberState::kDead && other.nonce != 0 && hello.nonce() != other.nonce &&
+        now - other.last_heard <= settings_.dead_after) {
+      const auto ago =
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - other.last_heard).count();
+      return {refuse(peer, protocol,
+                     who + " is held by pid " + std::to_string(other.pid) + " on host '" +
+                         other.host + "' (heard " + std::to_string(ago) +
+                         " ms ago); this second process, pid " + std::to_string(hello.pid()) +
+                         " on host '" + hello.host() +
+                         "', is refused until that one leaves or is silent for " +
+                         std::to_string(settings_.dead_after.count()) + " ms: start each rank once",
+                     false, rank)};
+    }
+  }
   Member& member = members_[rank];
   // A rank saying Hello again restarted: what it owed as a live member it now catches up on.
   results_pending_to(rank, "catch_up");
@@ -201,6 +240,7 @@ std::vector<OutgoingMessage> CoordinatorState::on_hello(const std::string& peer,
   member.last_heard = now;
   member.host = hello.host();
   member.pid = hello.pid();
+  member.nonce = hello.nonce();
   member.held.reset();
   if (hello.holds_version()) member.held = hello.held_version();
   member.acked.reset();
@@ -216,13 +256,17 @@ std::vector<OutgoingMessage> CoordinatorState::on_hello(const std::string& peer,
   w.set_anchor_version(anchor_.value_or(0));
   w.set_transport(transport);
   w.set_journal_root(settings_.journal_root);
+  w.set_journal_id(journal_id_);
 
   std::vector<OutgoingMessage> out;
   nccl_hello(member, hello, out);
   if (hello.role() == proto::ROLE_SUBSCRIBER) {
     // Holding the head means holding a verified copy of it (a subscriber only reports a
     // version whose checksums matched), so it counts as that version's ack.
-    const bool at_head = !head_ || (member.held && *member.held == *head_);
+    // A version of another journal is not the head, whatever its number.
+    const bool same_journal = hello.held_journal_id().empty() || journal_id_.empty() ||
+                              hello.held_journal_id() == journal_id_;
+    const bool at_head = !head_ || (member.held && *member.held == *head_ && same_journal);
     member.state = at_head ? MemberState::kLive : MemberState::kCatchUp;
     if (at_head && head_) member.acked = *head_;
     w.set_plan(at_head ? "live" : "catch_up");

@@ -28,6 +28,12 @@
 //  * A message from a rank the coordinator does not know (it restarted) gets a non-fatal
 //    Refuse asking for a Hello; a restarted coordinator so rebuilds membership from Hellos
 //    and its head from the journal.
+//  * A Hello for a rank that another live process holds (another nonce, heard within
+//    dead_after) gets a non-fatal Refuse naming both processes; the holder keeps the rank.
+//  * Versions belong to one journal (journal_id). A subscriber whose held version is of
+//    another journal is not at the head; when the journal itself is replaced (another id in
+//    HEAD or an offer, or HEAD going back), every version is forgotten and every subscriber
+//    reloads from an anchor.
 #pragma once
 
 #include <chrono>
@@ -99,7 +105,16 @@ class CoordinatorState {
   // The journal's HEAD as read at start (or later): versions up to `head` are published.
   // `checksums` are the head manifest's, so acks of the head can be checked after a restart.
   void restore_head(uint64_t head, std::optional<uint64_t> anchor,
-                    std::vector<proto::TensorChecksum> checksums, TimePoint now);
+                    std::vector<proto::TensorChecksum> checksums, TimePoint now,
+                    std::string journal_id = "");
+  // The journal is not the one the group's versions came from: its identity changed (wiped
+  // and recreated) or its HEAD went back (rebuilt older). Every version known is forgotten,
+  // the head becomes `head`, and every subscriber is told to reload from an anchor.
+  std::vector<OutgoingMessage> on_journal_replaced(uint64_t head, std::optional<uint64_t> anchor,
+                                                   std::vector<proto::TensorChecksum> checksums,
+                                                   std::string journal_id, const std::string& why,
+                                                   TimePoint now);
+  const std::string& journal_id() const { return journal_id_; }
   // A newer anchor seen in the journal.
   void note_anchor(uint64_t anchor) { anchor_ = anchor; }
 
@@ -133,6 +148,7 @@ class CoordinatorState {
     TimePoint last_heard{};
     std::string host;
     uint32_t pid = 0;
+    uint64_t nonce = 0;  // Hello.nonce: which process holds the rank
   };
   struct VersionRecord {
     proto::Offer offer;
@@ -182,6 +198,7 @@ class CoordinatorState {
   std::optional<uint64_t> head_;
   std::optional<uint64_t> committed_;
   std::optional<uint64_t> anchor_;
+  std::string journal_id_;  // the journal head_ belongs to (JournalHead.journal_id)
   std::vector<CoordinatorEvent> events_;
   NcclEpochs nccl_;
   TimePoint nccl_forming_since_{};

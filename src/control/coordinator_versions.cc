@@ -23,6 +23,22 @@ void CoordinatorState::results_pending_to(uint32_t rank, const std::string& resu
 
 std::vector<OutgoingMessage> CoordinatorState::on_offer(const proto::Offer& offer, TimePoint now) {
   const uint64_t v = offer.version();
+  std::vector<OutgoingMessage> out;
+  if (!offer.journal_id().empty() && !journal_id_.empty() && offer.journal_id() != journal_id_) {
+    // The publisher writes into a journal other than the one the group's versions came from
+    // (wiped and recreated): those versions are void; every subscriber starts over.
+    const std::string why = "the journal was replaced (id " + journal_id_ + " -> " +
+                            offer.journal_id() + ", offer of version " + std::to_string(v) + ")";
+    event(CoordinatorEvent::Kind::kIgnored, 0, v,
+          why + ": every subscriber reloads from an anchor");
+    std::vector<proto::TensorChecksum> checksums(offer.checksums().begin(),
+                                                 offer.checksums().end());
+    out = on_journal_replaced(v, offer.anchor() ? std::optional<uint64_t>(v) : std::nullopt,
+                              std::move(checksums), offer.journal_id(), why, now);
+    versions_.erase(v);  // recorded below from the offer itself
+  } else if (journal_id_.empty() && !offer.journal_id().empty()) {
+    journal_id_ = offer.journal_id();
+  }
   if (head_ && v <= *head_ && versions_.count(v) && !versions_[v].offer.checksums().empty()) {
     event(CoordinatorEvent::Kind::kIgnored, 0, v, "offer of an already known version");
     return {};
@@ -35,7 +51,6 @@ std::vector<OutgoingMessage> CoordinatorState::on_offer(const proto::Offer& offe
   event(CoordinatorEvent::Kind::kOffered, 0, v,
         std::to_string(offer.checksums_size()) + " tensors, " +
             std::to_string(offer.stored_bytes()) + " bytes");
-  std::vector<OutgoingMessage> out;
   // First: a change of membership ends the epoch in force before this offer could use it.
   nccl_after_offer(v, now, out);
   for (auto& [rank, m] : members_) {
@@ -123,6 +138,7 @@ std::vector<OutgoingMessage> CoordinatorState::move_to_catch_up(Member& member,
   r.set_target_version(head_.value_or(0));
   r.set_reason(reason);
   r.set_from_anchor(from_anchor);
+  r.set_journal_id(journal_id_);
   return {{member.peer, std::move(e)}};
 }
 

@@ -39,12 +39,14 @@ Status check_hello(const proto::Hello& m, const MessageLimits& l) {
     return too_many("hello", m.transports_size(), "transports", l.max_transports);
   for (int i = 0; i < m.transports_size(); ++i)
     RETURN_IF_ERROR(check_string(m.transports(i), "hello transport " + std::to_string(i), l));
+  RETURN_IF_ERROR(check_string(m.held_journal_id(), "hello held_journal_id", l));
   return check_string(m.host(), "hello host", l);
 }
 
 Status check_welcome(const proto::Welcome& m, const MessageLimits& l) {
   RETURN_IF_ERROR(check_string(m.transport(), "welcome transport", l));
   RETURN_IF_ERROR(check_string(m.journal_root(), "welcome journal_root", l));
+  RETURN_IF_ERROR(check_string(m.journal_id(), "welcome journal_id", l));
   return check_string(m.plan(), "welcome plan", l);
 }
 
@@ -125,6 +127,7 @@ Status check_body(const proto::Envelope& m, const MessageLimits& l) {
                                 std::to_string(m.offer().ucx_blob().size()) + " bytes, more than " +
                                 std::to_string(l.max_blob_bytes));
       }
+      RETURN_IF_ERROR(check_string(m.offer().journal_id(), "offer journal_id", l));
       return check_string(m.offer().transport(), "offer transport", l);
     case proto::Envelope::kAck:
       RETURN_IF_ERROR(check_checksums(m.ack().checksums(), "ack", l));
@@ -132,6 +135,7 @@ Status check_body(const proto::Envelope& m, const MessageLimits& l) {
     case proto::Envelope::kNack:
       return check_nack(m.nack(), l);
     case proto::Envelope::kRecover:
+      RETURN_IF_ERROR(check_string(m.recover().journal_id(), "recover journal_id", l));
       return check_string(m.recover().reason(), "recover reason", l);
     case proto::Envelope::kLeave:
       return check_string(m.leave().reason(), "leave reason", l);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <random>
 #include <utility>
 
 #include "src/control/group_security.h"
@@ -9,15 +10,20 @@
 
 namespace weightcast {
 
-RankLink::RankLink(RankLinkOptions options, std::unique_ptr<ControlClient> client, Handler handler,
-                   HeldVersion held)
+RankLink::RankLink(RankLinkOptions options, std::string endpoint,
+                   std::unique_ptr<ControlClient> client, Handler handler, HeldVersion held)
     : options_(std::move(options)),
       client_(std::move(client)),
       handler_(std::move(handler)),
-      held_(std::move(held)) {
+      held_(std::move(held)),
+      endpoint_(std::move(endpoint)),
+      waiting_(options_.log),
+      refusal_log_(options_.log) {
   if (options_.protocol_min == 0) options_.protocol_min = kProtocolMin;
   if (options_.protocol_max == 0) options_.protocol_max = kProtocolMax;
   protocol_ = options_.protocol_max;
+  std::random_device random;
+  nonce_ = (uint64_t{random()} << 32) | random();
 }
 
 Result<std::unique_ptr<RankLink>> RankLink::start(const proto::GroupConfig& config,
@@ -27,8 +33,9 @@ Result<std::unique_ptr<RankLink>> RankLink::start(const proto::GroupConfig& conf
   ASSIGN_OR_RETURN(
       std::unique_ptr<ControlClient> client,
       ControlClient::connect(config.coordinator_endpoint(), curve, MessageLimits{}, options.log));
-  std::unique_ptr<RankLink> link(
-      new RankLink(std::move(options), std::move(client), std::move(handler), std::move(held)));
+  std::unique_ptr<RankLink> link(new RankLink(std::move(options), config.coordinator_endpoint(),
+                                              std::move(client), std::move(handler),
+                                              std::move(held)));
   link->thread_ = std::thread([l = link.get()] { l->loop(); });
   return link;
 }
@@ -67,6 +74,8 @@ void RankLink::say_hello() {
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) == 0) h.set_host(host);
   h.set_pid(static_cast<uint32_t>(getpid()));
+  h.set_nonce(nonce_);
+  if (options_.held_journal) h.set_held_journal_id(options_.held_journal());
   (void)client_->send(e);
 }
 
@@ -86,7 +95,9 @@ void RankLink::handle(const proto::Envelope& m) {
       return;
     }
     if (leaving_) return;
-    if (options_.log) options_.log("rank link: " + m.refuse().reason());
+    last_refusal_ = m.refuse().reason();
+    refusal_log_.log("refused", "rank link: " + m.refuse().reason(),
+                     "rank link: refused {} more times by the coordinator", m.refuse().reason());
     // Every message queued for the old coordinator is refused at once: one Hello answers all.
     const auto now = std::chrono::steady_clock::now();
     {
@@ -131,6 +142,16 @@ void RankLink::loop() {
       welcomed = welcome_.has_value();
     }
     if (leaving_) continue;
+    if (welcomed) {
+      waiting_.restart();
+      last_refusal_.clear();
+    } else {
+      waiting_.report(
+          "rank " + std::to_string(options_.rank) + ": no Welcome from the coordinator at " +
+          endpoint_ + " yet (" +
+          (last_refusal_.empty() ? std::string("no answer") : "refused: " + last_refusal_) +
+          "); still trying");
+    }
     if (!welcomed && now - last_hello_ >= options_.hello_retry) say_hello();
     if (welcomed && now - last_beat >= options_.heartbeat) {
       proto::Envelope e = envelope();

@@ -4,7 +4,10 @@
 // every other incoming message to a callback (on that thread).
 //
 // A fatal refusal (no common protocol, rank not in the config, wrong role) or a refused CURVE
-// key stops the link; fatal_error() then names the reason.
+// key stops the link; fatal_error() then names the reason. Every Hello carries a random
+// per-process nonce, so the coordinator tells a second process claiming this rank from this
+// one reconnecting. While no Welcome has come, the link says so at a bounded rate (first
+// after 3 s, then every 30 s), naming the coordinator's endpoint and the last refusal.
 #pragma once
 
 #include <atomic>
@@ -20,6 +23,8 @@
 #include <vector>
 
 #include "codec/status.h"
+#include "src/control/rate_limited_log.h"
+#include "src/control/wait_reporter.h"
 #include "src/control/zmq_channel.h"
 #include "weightcast/group_config.pb.h"
 
@@ -34,6 +39,8 @@ struct RankLinkOptions {
   std::chrono::milliseconds heartbeat{500};
   std::chrono::milliseconds hello_retry{1000};
   ControlLog log;
+  // The journal the held version belongs to (Hello.held_journal_id); unset: none said.
+  std::function<std::string()> held_journal;
 };
 
 class RankLink {
@@ -62,8 +69,8 @@ class RankLink {
             std::chrono::milliseconds flush = std::chrono::milliseconds(500));
 
  private:
-  RankLink(RankLinkOptions options, std::unique_ptr<ControlClient> client, Handler handler,
-           HeldVersion held);
+  RankLink(RankLinkOptions options, std::string endpoint, std::unique_ptr<ControlClient> client,
+           Handler handler, HeldVersion held);
   void loop();
   void say_hello();
   void handle(const proto::Envelope& message);
@@ -74,7 +81,13 @@ class RankLink {
   Handler handler_;
   HeldVersion held_;
   uint32_t protocol_ = 0;
-  std::chrono::steady_clock::time_point last_hello_{};  // the link thread's only
+  std::string endpoint_;
+  uint64_t nonce_ = 0;
+  // The link thread's only:
+  std::chrono::steady_clock::time_point last_hello_{};
+  std::string last_refusal_;
+  WaitReporter waiting_;
+  RateLimitedLog refusal_log_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

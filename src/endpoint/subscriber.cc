@@ -4,11 +4,14 @@
 #include <filesystem>
 #include <utility>
 
+#include "codec/allocation.h"
 #include "codec/delta_manifest.h"
+#include "src/control/wait_reporter.h"
 #include "src/endpoint/tensor_staging.h"
 #include "transport/fs/catch_up_reader.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/journal_layout.h"
+#include "transport/fs/step_commit.h"
 
 namespace weightcast {
 
@@ -19,6 +22,8 @@ Result<std::unique_ptr<Subscriber>> Subscriber::create(const proto::GroupConfig&
                                                        SubscriberOptions options) {
   std::unique_ptr<Subscriber> s(new Subscriber(config, std::move(options)));
   s->pool_ = std::make_unique<ThreadPool>(s->options_.threads);
+  s->nack_log_ = std::make_unique<RateLimitedLog>(s->options_.log);
+  s->recover_log_ = std::make_unique<RateLimitedLog>(s->options_.log);
   return s;
 }
 
@@ -40,25 +45,50 @@ Status Subscriber::register_tensor(const TensorRef& destination) {
   return ok_status();
 }
 
-Status Subscriber::register_from_journal(EndpointDeadline deadline) {
+Status Subscriber::register_from_journal(EndpointDeadline deadline,
+                                         const std::function<bool()>& cancelled) {
+  if (config_.journal_root().empty()) {
+    return invalid_argument("journal.root of the group config is empty: rank " +
+                            std::to_string(options_.rank) +
+                            " has no journal to take its tensors from");
+  }
   const JournalLayout layout(config_.journal_root());
-  std::error_code ec;
-  while (!std::filesystem::exists(layout.head(), ec)) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return deadline_exceeded("no journal HEAD at " + layout.head() + " before the deadline");
+  WaitReporter waiting(options_.log);
+  std::optional<proto::JournalHead> head;
+  while (true) {
+    auto read = read_journal_head(layout);
+    if (read.ok() && *read) {
+      head = std::move(**read);
+      break;
     }
+    std::error_code ec;
+    const std::string why = !read.ok() ? read.status().message()
+                            : !std::filesystem::is_directory(config_.journal_root(), ec)
+                                ? "the directory does not exist (journal.root of the config)"
+                                : "nothing published yet";
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return deadline_exceeded("no version in journal '" + layout.root() +
+                               "' before the deadline: " + why);
+    }
+    if (cancelled && cancelled()) {
+      return failed_precondition("stopped while waiting for journal '" + layout.root() + "'");
+    }
+    waiting.report("subscriber rank " + std::to_string(options_.rank) +
+                   ": waiting for a version in journal '" + layout.root() + "': " + why);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  ASSIGN_OR_RETURN(proto::JournalHead head, read_head_file(layout.head()));
   ASSIGN_OR_RETURN(proto::StepManifest manifest,
-                   read_manifest_file(layout.manifest(head.version())));
+                   read_manifest_file(layout.manifest(head->version())));
   for (const auto& t : manifest.tensors()) {
     ASSIGN_OR_RETURN(DType dtype, dtype_from_proto(t.dtype()));
     TensorRef ref;
     ref.name = t.name();
     ref.dtype = dtype;
     ref.shape.assign(t.shape().begin(), t.shape().end());
-    owned_.emplace_back(ref.numel() * ref.element_size());
+    ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
+                     allocate_bytes(ref.numel() * ref.element_size(),
+                                    "the subscriber's copy of tensor '" + ref.name + "'"));
+    owned_.push_back(std::move(bytes));
     ref.data = owned_.back().data();
     RETURN_IF_ERROR(register_tensor(ref));
   }
@@ -70,7 +100,13 @@ Status Subscriber::connect() {
   if (tensors_.empty()) return failed_precondition("connect() before any tensor was registered");
   std::vector<ReaderDestination> dest;
   for (const auto& t : tensors_) {
-    staging_.emplace_back(t.numel() * t.element_size());
+    auto bytes = allocate_bytes(t.numel() * t.element_size(),
+                                "the subscriber's staging of tensor '" + t.name + "'");
+    if (!bytes.ok()) {
+      staging_.clear();
+      return bytes.status();
+    }
+    staging_.push_back(std::move(*bytes));
     dest.push_back({t.name, t.dtype, t.shape, staging_.back()});
   }
   live_checksums_.assign(tensors_.size(), std::nullopt);
@@ -84,6 +120,10 @@ Status Subscriber::connect() {
   RankLinkOptions link;
   link.rank = options_.rank;
   link.role = proto::ROLE_SUBSCRIBER;
+  link.held_journal = [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return current_journal_;
+  };
   link.heartbeat = std::chrono::milliseconds(config_.timeouts().heartbeat_ms());
   link.log = options_.log;
   const auto& transports = config_.transports();
@@ -141,17 +181,48 @@ void Subscriber::on_message(const proto::Envelope& m) {
   }
   if (nccl_ && m.has_recover()) nccl_->forget_through(m.recover().target_version());
   std::optional<uint64_t> target;
+  std::string journal;  // the journal `target` belongs to (empty: not said)
   bool retry = false;
-  if (m.has_welcome() && m.welcome().has_head()) target = m.welcome().head_version();
-  if (m.has_offer()) target = m.offer().version();
+  bool from_anchor = false;
+  if (m.has_welcome() && m.welcome().has_head()) {
+    target = m.welcome().head_version();
+    journal = m.welcome().journal_id();
+  }
+  if (m.has_offer()) {
+    target = m.offer().version();
+    journal = m.offer().journal_id();
+  }
   if (m.has_recover()) {
     target = m.recover().target_version();
+    journal = m.recover().journal_id();
     retry = true;
-    if (options_.log)
-      options_.log("subscriber: recover to v" + std::to_string(*target) + ": " +
-                   m.recover().reason());
+    from_anchor = m.recover().from_anchor();
+    recover_log_->log("recover",
+                      "subscriber: recover to v" + std::to_string(*target) +
+                          (from_anchor ? " from an anchor: " : ": ") + m.recover().reason(),
+                      "subscriber: {} more recovers", m.recover().reason());
   }
   std::lock_guard<std::mutex> lock(mu_);
+  if (m.has_recover()) {
+    // Recovers in quick succession (an ack the coordinator keeps refusing) back off as nacks
+    // do, so that no loop runs faster than the backoff.
+    const auto now = std::chrono::steady_clock::now();
+    recent_recovers_ = now - last_recover_ < std::chrono::seconds(10) ? recent_recovers_ + 1 : 1;
+    last_recover_ = now;
+    if (recent_recovers_ >= 2) {
+      recover_not_before_ =
+          now + std::chrono::milliseconds(250 << std::min<uint64_t>(recent_recovers_ - 2, 4));
+    }
+  }
+  // A version of another journal than the held one's (the journal was recreated under the
+  // group): what is held is not one of the group's versions any more.
+  if (target && !journal.empty() && current_ && journal != current_journal_) from_anchor = true;
+  if (target && from_anchor) {
+    reload_from_anchor_ = true;
+    target_ = *target;  // may be older than what is held: the held version is void
+    retry_requested_ = true;
+    cv_.notify_all();
+  }
   if (m.has_welcome()) transport_ = m.welcome().transport();
   if (m.has_offer() && !m.offer().ucx_blob().empty()) {
     ucx_blobs_[m.offer().version()] = m.offer().ucx_blob();
@@ -168,14 +239,21 @@ void Subscriber::on_message(const proto::Envelope& m) {
 
 void Subscriber::attempt(uint64_t target) {
   const auto started = std::chrono::steady_clock::now();
+  bool reload;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reload = std::exchange(reload_from_anchor_, false);
+  }
+  if (reload) reader_->forget();
   const std::optional<uint64_t> before = reader_->held();
   uint64_t bytes_read = 0;
   std::string how = "fs";
   Result<CatchUpReport> report = failed_precondition("not attempted");
-  std::optional<Status> live = apply_over_nccl(target, &bytes_read);
+  std::optional<Status> live;
+  if (!reload) live = apply_over_nccl(target, &bytes_read);
   if (live) {
     how = "nccl";
-  } else {
+  } else if (!reload) {
     live = apply_over_ucx(target, &bytes_read);
     if (live) how = "ucx";
   }
@@ -197,7 +275,8 @@ void Subscriber::attempt(uint64_t target) {
     nack.set_version(version);
     nack.set_rank(options_.rank);
     nack.set_reason(why.message().substr(0, 2000));
-    if (options_.log) options_.log("subscriber: " + doing + ": " + why.message());
+    nack_log_->log("nack", "subscriber: " + doing + ": " + why.message(),
+                   "subscriber: {} more nacks", doing + ": " + why.message());
     link_->send(std::move(e));
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.nacks;
@@ -207,7 +286,7 @@ void Subscriber::attempt(uint64_t target) {
     return;
   }
   const uint64_t version = report->version;
-  if (before != reader_->held() || !current_ || *current_ != version) {
+  if (reload || before != reader_->held() || !current_ || *current_ != version) {
     if (options_.before_apply) options_.before_apply(version);
     std::vector<size_t> changed;
     for (size_t i = 0; i < tensors_.size(); ++i) {
@@ -257,6 +336,7 @@ void Subscriber::attempt(uint64_t target) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     current_ = version;
+    current_journal_ = reader_->held_journal_id();
     current_checksums_ = std::move(checksums);
     ++stats_.versions_applied;
     stats_.anchors_loaded += report->anchors_loaded;
@@ -276,18 +356,19 @@ void Subscriber::worker() {
     uint64_t target;
     {
       std::unique_lock<std::mutex> lock(mu_);
+      const auto earliest = std::max(not_before, recover_not_before_);
       cv_.wait_until(lock,
-                     not_before > std::chrono::steady_clock::now()
-                         ? not_before
+                     earliest > std::chrono::steady_clock::now()
+                         ? earliest
                          : std::chrono::steady_clock::now() + std::chrono::hours(1),
                      [&] {
                        return stopping_ ||
                               (target_ && (!current_ || *current_ < *target_ || retry_requested_) &&
-                               std::chrono::steady_clock::now() >= not_before);
+                               std::chrono::steady_clock::now() >= earliest);
                      });
       if (stopping_) return;
       if (!target_ || (current_ && *current_ >= *target_ && !retry_requested_) ||
-          std::chrono::steady_clock::now() < not_before) {
+          std::chrono::steady_clock::now() < std::max(not_before, recover_not_before_)) {
         continue;
       }
       target = *target_;

@@ -34,6 +34,7 @@
 #include "codec/status.h"
 #include "codec/tensor_ref.h"
 #include "codec/thread_pool.h"
+#include "src/control/rate_limited_log.h"
 #include "src/endpoint/nccl_live.h"
 #include "src/endpoint/publisher.h"
 #include "src/endpoint/rank_link.h"
@@ -75,8 +76,11 @@ class Subscriber {
   // toolkit (src/endpoint/tensor_staging.h).
   Status register_tensor(const TensorRef& destination);
   // For a rank without an engine (weightcastd): waits for the journal's HEAD, then allocates
-  // and registers a tensor for each of the head's tensors.
-  Status register_from_journal(EndpointDeadline deadline);
+  // and registers a tensor for each of the head's tensors. While it waits it says why at a
+  // bounded rate (no directory, nothing published, an unreadable HEAD); `cancelled` (checked
+  // every 100 ms) ends the wait early with kFailedPrecondition.
+  Status register_from_journal(EndpointDeadline deadline,
+                               const std::function<bool()>& cancelled = {});
 
   // Starts the worker and says Hello to the coordinator.
   Status connect();
@@ -114,6 +118,9 @@ class Subscriber {
   std::unique_ptr<RankLink> link_;
   std::unique_ptr<UcxLiveFetcher> ucx_;
   std::unique_ptr<NcclLive> nccl_;
+  // Nacks and recovers repeat while a fault lasts: their lines are rate-limited.
+  std::unique_ptr<RateLimitedLog> nack_log_;
+  std::unique_ptr<RateLimitedLog> recover_log_;
 
   mutable std::mutex mu_;
   std::string transport_;                      // chosen by the coordinator (Welcome)
@@ -122,6 +129,12 @@ class Subscriber {
   std::optional<uint64_t> target_;
   bool retry_requested_ = false;
   std::optional<uint64_t> current_;
+  std::string current_journal_;      // the journal current_ belongs to (JournalHead.journal_id)
+  bool reload_from_anchor_ = false;  // the next attempt drops the held version first
+  // Recovers in quick succession push the next attempt back (0.25 s doubling to 4 s).
+  uint64_t recent_recovers_ = 0;
+  std::chrono::steady_clock::time_point last_recover_{};
+  std::chrono::steady_clock::time_point recover_not_before_{};
   std::vector<uint64_t> current_checksums_;
   SubscriberStats stats_;
   bool stopping_ = false;

@@ -43,6 +43,8 @@ Result<std::optional<proto::JournalHead>> read_journal_head(const JournalLayout&
   if (head.status().code() != StatusCode::kNotFound) return head.status();
   // Without HEAD the root is empty only if it holds no step either: a deleted or lost HEAD
   // must never make a writer start over and reuse the committed version numbers.
+  std::error_code ec;
+  if (!std::filesystem::exists(layout.root(), ec)) return std::optional<proto::JournalHead>();
   ASSIGN_OR_RETURN(auto steps, layout.list_steps());
   if (steps.empty()) return std::optional<proto::JournalHead>();
   return data_loss("journal '" + layout.root() + "' has no HEAD but " +
