@@ -19,6 +19,7 @@
 #include "codec/model_shapes.h"
 #include "codec/synthetic_update.h"
 #include "codec/thread_pool.h"
+#include "src/cli/number_flags.h"
 #include "transport/file_io.h"
 
 namespace wc = weightcast;
@@ -85,16 +86,16 @@ int main(int argc, char** argv) {
   std::string dir;
   app.add_option("--scale", scale, "Model size relative to Qwen3-30B-A3B")
       ->capture_default_str()
-      ->check(CLI::Range(0.001, 1.0));
+      ->check(weightcast::cli::number_in<double>(0.001, 1.0));
   app.add_option("--steps", steps, "Optimizer steps to publish")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
+      ->check(weightcast::cli::number_in<int>(1, 1000));
   app.add_option("--density", density, "Fraction of bf16 weights each step changes")
       ->capture_default_str()
-      ->check(CLI::Range(0.0001, 0.9));
+      ->check(weightcast::cli::number_in<double>(0.0001, 0.9));
   app.add_option("--threads", threads, "Threads for encode and apply")
       ->capture_default_str()
-      ->check(CLI::Range(1, 256));
+      ->check(weightcast::cli::number_in<size_t>(1, weightcast::cli::kMaxThreads));
   app.add_option(
       "--dir", dir,
       "Directory for the step files (default: a fresh temp directory, removed at the end)");

@@ -23,6 +23,7 @@
 
 #include "examples/group_demo_baseline.h"
 #include "examples/group_demo_setup.h"
+#include "src/cli/number_flags.h"
 #include "src/control/group_config.h"
 #include "src/control/group_status.h"
 
@@ -68,18 +69,28 @@ int main(int argc, char** argv) {
   bool no_faults = false;
   app.add_option("--work-dir", a.work_dir, "Keys, group.yaml, journal and rank logs")
       ->capture_default_str();
+  using weightcast::cli::number_in;
   app.add_option("--parameters", a.parameters, "bf16 parameters of the model")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(kMinDemoParameters, kMaxDemoParameters));
   app.add_option("--density", a.density, "Fraction of elements changed per version")
-      ->capture_default_str();
-  app.add_option("--versions", a.versions, "Versions after the initial one")->capture_default_str();
-  app.add_option("--anchor-every", a.anchor_every, "Anchor interval")->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<double>(1e-9, kMaxDemoDensity));
+  app.add_option("--versions", a.versions, "Versions after the initial one")
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(1, kMaxDemoVersions));
+  app.add_option("--anchor-every", a.anchor_every, "Anchor interval")
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(0, kMaxAnchorEvery));
   app.add_option("--subscribers", a.subscribers, "Subscribers started with the group")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<uint32_t>(0, 256));
   app.add_option("--join-at", a.join_at, "Version at which the late subscriber starts")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(0, kMaxDemoVersions));
   app.add_option("--kill-at", a.kill_at, "Version at which a subscriber is SIGKILLed")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(0, kMaxDemoVersions));
   app.add_flag("--no-faults", no_faults, "No late joiner and no kill (benchmark runs)");
   app.add_flag("!--no-baseline", a.baseline, "Skip the full-safetensors write+read baseline");
   app.add_option("--json-out", a.json_out, "Write per-version figures as JSON");
@@ -93,7 +104,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "in_place", "copy"}));
   app.add_option("--bin", a.bin_dir, "Directory of weightcastd and weightcast")
       ->capture_default_str();
-  app.add_option("--timeout-s", timeout_s, "Fail when the run takes longer")->capture_default_str();
+  app.add_option("--timeout-s", timeout_s, "Fail when the run takes longer")
+      ->capture_default_str()
+      ->check(number_in<uint32_t>(1, weightcast::cli::kMaxTimeoutS));
   CLI11_PARSE(app, argc, argv);
   if (no_faults) a.late_joiner = a.kill_restart = false;
 

@@ -18,6 +18,7 @@
 
 #include "examples/torch_example_model.h"
 #include "examples/torch_tensor_ref.h"
+#include "src/cli/number_flags.h"
 #include "src/control/group_config.h"
 #include "src/endpoint/subscriber.h"
 
@@ -112,11 +113,19 @@ int main(int argc, char** argv) {
   app.add_option("--config", config_path, "Group config (YAML; see docs/CONFIG.md)")
       ->required()
       ->check(CLI::ExistingFile);
-  app.add_option("--rank", rank, "This subscriber's rank in the config")->required();
-  app.add_option("--until-version", until, "Exit once this version is held")->required();
+  using weightcast::cli::number_in;
+  app.add_option("--rank", rank, "This subscriber's rank in the config")
+      ->required()
+      ->check(number_in<uint32_t>(0, std::numeric_limits<uint32_t>::max()));
+  app.add_option("--until-version", until, "Exit once this version is held")
+      ->required()
+      ->check(number_in<uint64_t>(0, weightcast::cli::kMaxVersion));
   app.add_option("--timeout-s", timeout_s, "Give up (exit 1) after this many seconds")
-      ->capture_default_str();
-  app.add_option("--threads", threads, "Apply threads (0: all cores)")->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<uint32_t>(1, weightcast::cli::kMaxTimeoutS));
+  app.add_option("--threads", threads, "Apply threads (0: all cores)")
+      ->capture_default_str()
+      ->check(number_in<size_t>(0, weightcast::cli::kMaxThreads));
   app.add_flag("--verbose", verbose, "Print the endpoint's control log on stderr");
   CLI11_PARSE(app, argc, argv);
   try {

@@ -11,6 +11,7 @@
 #include "src/adapter_load.h"
 #include "src/adapter_publish.h"
 #include "src/cli/commands.h"
+#include "src/cli/number_flags.h"
 #include "transport/file_io.h"
 
 namespace weightcast::cli {
@@ -144,7 +145,7 @@ void register_adapter_commands(CLI::App& app, int& exit_code) {
   p->add_option("--out", pub->out, "Adapter directory (created if missing)")->required();
   p->add_option("--threads", pub->threads, "Threads fingerprinting tensors")
       ->capture_default_str()
-      ->check(CLI::Range(1, 256));
+      ->check(number_in<size_t>(1, kMaxThreads));
   p->callback([pub, &exit_code] { exit_code = report(run_publish(*pub)); });
 }
 

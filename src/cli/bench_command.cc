@@ -2,8 +2,10 @@
 #include <cstdio>
 #include <memory>
 
+#include "codec/delta_format.h"
 #include "src/adapter_benchmark.h"
 #include "src/cli/commands.h"
+#include "src/cli/number_flags.h"
 #include "src/coalesce_benchmark.h"
 #include "src/delta_benchmark.h"
 #include "src/journal_benchmark.h"
@@ -31,26 +33,31 @@ void register_bench_ucx(CLI::App& bench, int& exit_code) {
       ->capture_default_str();
   u->add_option("--sizes", cfg->part_bytes, "Part sizes in bytes, comma-separated")
       ->delimiter(',')
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(1, kMaxBenchPartBytes));
   u->add_option("--iterations", cfg->iterations,
                 "Timed fetches (and perftest iterations) per run; 0: ~1 GiB per run")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(0, kMaxBenchIterations));
   u->add_option("--repetitions", cfg->repetitions,
                 "Interleaved runs of each side per case (best is kept)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100));
+      ->check(number_in<int>(1, kMaxRepetitions));
   u->add_option("--perftest", cfg->perftest,
                 "Path of ucx_perftest (default: found on PATH; package ucx-utils)");
   u->add_option("--chunk-bytes", cfg->chunk_bytes,
                 "Subscriber bytes per ucp_get_nbx (0: the transport's default)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<size_t>(0, kMaxBenchChunkBytes));
   u->add_option("--max-in-flight", cfg->max_in_flight,
                 "Subscriber gets outstanding at once (0: the transport's default)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<size_t>(0, kMaxBenchGetsInFlight));
   u->add_option("--mapped-chunk-bytes", cfg->mapped_chunk_bytes,
                 "Subscriber bytes per copy where the part is mapped into it, each hashed in the "
                 "same pass as it is copied (0: the transport's default)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<size_t>(0, kMaxBenchChunkBytes));
   u->add_option("--publisher-memory", cfg->publisher_memory,
                 "Where the publisher serves parts from, comma-separated: in_place (its own "
                 "buffers, zero copy) and/or copy (copies in a shared-memory segment, which a "
@@ -104,18 +111,20 @@ void register_bench_model_delta(CLI::App& bench, int& exit_code) {
   m->add_option("--scale", cfg->scale,
                 "Size factor of the model (1: the real shapes, e.g. 30.5 G elements for Qwen3)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(number_in<double>(kMinBenchScale, kMaxBenchScale));
   m->add_option("--density", cfg->density, "Fraction of elements the step changes")
       ->capture_default_str()
-      ->check(CLI::Range(1e-9, 0.9));
+      ->check(number_in<double>(kMinBenchDensity, kMaxBenchDensity));
   m->add_option("--threads", cfg->threads, "Threads for generation, checksums and encode")
       ->capture_default_str()
-      ->check(CLI::Range(1, 256));
-  m->add_option("--seed", cfg->seed, "Seed of the synthetic weights")->capture_default_str();
+      ->check(number_in<size_t>(1, kMaxThreads));
+  m->add_option("--seed", cfg->seed, "Seed of the synthetic weights")
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(0, kMaxSeed));
   m->add_option("--verify-every", cfg->verify_every,
                 "Apply every Nth tensor's record (and the last) and compare with the new bytes")
       ->capture_default_str()
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+      ->check(number_in<uint64_t>(1, uint64_t{1} << 40));
   m->add_flag("--json", *json, "Print one JSON object (default: a short summary)");
   m->callback([cfg, json, &exit_code] {
     cfg->log = [](const std::string& line) {
@@ -160,17 +169,23 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
                                   "Encode/apply a synthetic bf16 update; times are best-of-N and "
                                   "compared with a memcmp of the same bytes");
   d->add_option("--density", cfg->density, "Fraction of elements the step changes")
-      ->capture_default_str();
-  d->add_option("--elements", cfg->elements, "bf16 elements in the tensor")->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<double>(kMinBenchDensity, kMaxBenchDensity));
+  d->add_option("--elements", cfg->elements, "bf16 elements in the tensor")
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(1, kMaxBenchTensorElements));
   d->add_option("--threads", cfg->threads, "Threads for encode and apply")
       ->capture_default_str()
-      ->check(CLI::Range(1, 256));
+      ->check(number_in<size_t>(1, kMaxThreads));
   d->add_option("--chunk-elements", cfg->chunk_elements, "Elements per chunk")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<uint32_t>(kMinChunkElements, kMaxChunkElements));
   d->add_option("--repetitions", cfg->repetitions, "Runs per measurement (best is kept)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100));
-  d->add_option("--seed", cfg->seed, "Seed of the synthetic weights")->capture_default_str();
+      ->check(number_in<int>(1, kMaxRepetitions));
+  d->add_option("--seed", cfg->seed, "Seed of the synthetic weights")
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(0, kMaxSeed));
   d->add_flag("--json", *json, "Print one JSON object (default: a short summary)");
   d->callback([cfg, json, &exit_code] {
     auto r = run_delta_benchmark(*cfg);
@@ -206,13 +221,13 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
                 "Work directory (default: a temp directory, removed after)");
   a->add_option("--repetitions", acfg->repetitions, "Runs per measurement (best is kept)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100));
+      ->check(number_in<int>(1, kMaxRepetitions));
   a->add_option("--threads", acfg->threads, "Threads for fingerprinting")
       ->capture_default_str()
-      ->check(CLI::Range(1, 256));
+      ->check(number_in<size_t>(1, kMaxThreads));
   a->add_option("--glm-hidden", acfg->glm_hidden, "Hidden size of the GLM-like fixture")
       ->capture_default_str()
-      ->check(CLI::Range(16, 8192));
+      ->check(number_in<int>(16, 8192));
   auto json_flag = std::make_shared<bool>(true);
   a->add_flag("--json", *json_flag,
               "Accepted for symmetry with bench delta; the output is always JSON");
@@ -233,13 +248,13 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
   co->add_option("--experts", ccfg->experts,
                  "Experts in all (four packed parameters of 2-16 MiB experts)")
       ->capture_default_str()
-      ->check(CLI::Range(4, 4096));
+      ->check(number_in<int>(4, 4096));
   co->add_option("--repetitions", ccfg->repetitions, "Runs per measurement (best is kept)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100));
+      ->check(number_in<int>(1, kMaxRepetitions));
   co->add_option("--threads", ccfg->threads, "Threads copying")
       ->capture_default_str()
-      ->check(CLI::Range(1, 256));
+      ->check(number_in<size_t>(1, kMaxThreads));
   auto co_json = std::make_shared<bool>(true);
   co->add_flag("--json", *co_json, "Accepted for symmetry; the output is always JSON");
   co->callback([ccfg, &exit_code] {
@@ -261,18 +276,28 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
                  "Directory for the scratch journal (on the filesystem to measure)")
       ->capture_default_str();
   jb->add_option("--parameters", jcfg->parameters, "bf16 parameters of the synthetic model")
-      ->capture_default_str();
-  jb->add_option("--tensors", jcfg->tensors, "Tensors of the model")->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(1, kMaxBenchParameters));
+  jb->add_option("--tensors", jcfg->tensors, "Tensors of the model")
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(1, kMaxBenchTensors));
   jb->add_option("--density", jcfg->density, "Fraction of elements each step changes")
-      ->capture_default_str();
-  jb->add_option("--deltas", jcfg->deltas, "Deltas after the anchor")->capture_default_str();
-  jb->add_option("--threads", jcfg->threads, "Encoder and reader threads")->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<double>(kMinBenchDensity, kMaxBenchDensity));
+  jb->add_option("--deltas", jcfg->deltas, "Deltas after the anchor")
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(0, kMaxBenchDeltas));
+  jb->add_option("--threads", jcfg->threads, "Encoder and reader threads")
+      ->capture_default_str()
+      ->check(number_in<size_t>(1, kMaxThreads));
   jb->add_flag("--zstd", jcfg->zstd, "Compress delta parts with zstd on byte planes");
   jb->add_option("--anchor-bench-bytes", jcfg->anchor_bench_bytes,
                  "Bytes for the anchor throughput part (0 skips it)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(0, kMaxShardBytes));
   jb->add_option("--repetitions", jcfg->repetitions, "Runs per anchor measurement (best is kept)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<int>(1, kMaxRepetitions));
   auto jb_json = std::make_shared<bool>(true);
   jb->add_flag("--json", *jb_json, "Accepted for symmetry; the output is always JSON");
   jb->callback([jcfg, &exit_code] {

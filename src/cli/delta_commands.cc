@@ -12,6 +12,7 @@
 #include "codec/hex.h"
 #include "codec/thread_pool.h"
 #include "src/cli/commands.h"
+#include "src/cli/number_flags.h"
 #include "transport/file_io.h"
 
 namespace weightcast::cli {
@@ -224,13 +225,18 @@ void register_delta_commands(CLI::App& app, int& exit_code) {
       ->check(CLI::ExistingFile);
   e->add_option("-o,--output", enc->out_path, "Delta file to write (.wcd)")->required();
   e->add_option("--name", enc->name, "Tensor name stored in the record (default: NEW's file stem)");
-  e->add_option("--base-version", enc->base_version, "Version of OLD")->capture_default_str();
-  e->add_option("--version", enc->version, "Version of NEW")->capture_default_str();
+  e->add_option("--base-version", enc->base_version, "Version of OLD")
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(0, kMaxVersion));
+  e->add_option("--version", enc->version, "Version of NEW")
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(0, kMaxVersion));
   e->add_option("--chunk-elements", enc->chunk_elements, "Elements per independently encoded chunk")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<uint32_t>(kMinChunkElements, kMaxChunkElements));
   e->add_option("--threads", enc->threads, "Threads encoding chunks")
       ->capture_default_str()
-      ->check(CLI::Range(1, 256));
+      ->check(number_in<size_t>(1, kMaxThreads));
   e->callback([enc, &exit_code] { exit_code = report(run_encode(*enc)); });
 
   auto app_args = std::make_shared<ApplyArgs>();
@@ -247,7 +253,7 @@ void register_delta_commands(CLI::App& app, int& exit_code) {
   p->add_option("--tensor", app_args->tensor, "Record to apply when the file holds several");
   p->add_option("--threads", app_args->threads, "Threads applying chunks")
       ->capture_default_str()
-      ->check(CLI::Range(1, 256));
+      ->check(number_in<size_t>(1, kMaxThreads));
   p->callback([app_args, &exit_code] { exit_code = report(run_apply(*app_args)); });
 
   auto ins = std::make_shared<InspectArgs>();

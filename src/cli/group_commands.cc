@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "src/cli/commands.h"
+#include "src/cli/number_flags.h"
 #include "src/control/group_config.h"
 #include "src/control/group_init.h"
 #include "src/control/group_status.h"
@@ -55,15 +56,23 @@ void register_init(CLI::App* group, int& exit_code) {
       "DIR/keys and DIR/group.yaml naming them; start it with deploy/local/weightcast-local up");
   init->add_option("--dir", o->dir, "Directory of the group (created if missing)")->required();
   init->add_option("--group-id", o->group_id, "Group id")->capture_default_str();
-  init->add_option("--publishers", o->publishers, "Publisher ranks (1..N)")->capture_default_str();
+  // Rank 0 is the coordinator; GroupConfigLimits::max_ranks bounds the group.
+  const uint32_t max_ranks = GroupConfigLimits{}.max_ranks;
+  init->add_option("--publishers", o->publishers, "Publisher ranks (1..N)")
+      ->capture_default_str()
+      ->check(number_in<uint32_t>(1, max_ranks - 1));
   init->add_option("--subscribers", o->subscribers, "Subscriber ranks (after the publishers)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<uint32_t>(0, max_ranks - 2));
   init->add_option("--endpoint", o->endpoint,
                    "Coordinator endpoint (default: tcp://127.0.0.1:<a free port>)");
   init->add_flag("!--no-curve", o->curve, "Leave CURVE authentication off (not recommended)");
-  init->add_option("--anchor-every", o->anchor_every, "Anchor interval")->capture_default_str();
+  init->add_option("--anchor-every", o->anchor_every, "Anchor interval")
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(0, kMaxAnchorEvery));
   init->add_option("--max-in-flight", o->max_in_flight, "Versions in flight")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<uint32_t>(1, kMaxInFlight));
   init->add_option("--transports", o->transports,
                    "Transports in preference order (a rank that cannot use ucx gets fs)")
       ->delimiter(',')
@@ -76,9 +85,11 @@ void register_init(CLI::App* group, int& exit_code) {
                    "unless the host has RDMA devices; docs/CONFIG.md)")
       ->check(CLI::IsMember({"auto", "in_place", "copy"}));
   init->add_option("--demo-parameters", o->demo_parameters,
-                   "Add a demo: section (a synthetic model for publishers without a trainer)");
+                   "Add a demo: section (a synthetic model for publishers without a trainer)")
+      ->check(number_in<uint64_t>(kMinDemoParameters, kMaxDemoParameters));
   init->add_option("--demo-versions", o->demo_versions, "Versions the demo model publishes")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(1, kMaxDemoVersions));
   init->add_flag("--force", o->overwrite, "Replace an existing group.yaml (keys are kept)");
   init->callback([o, &exit_code] {
     auto r = init_group(*o);
@@ -109,7 +120,8 @@ void register_group_commands(CLI::App& app, int& exit_code) {
                      "CURVE key pair to connect with (default: curve.observer_key_file)");
   status->add_flag("--json", o->json, "Print JSON");
   status->add_option("--timeout-ms", o->timeout_ms, "How long to wait for the coordinator")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<uint32_t>(1, kMaxTimeoutMs));
   status->callback([o, &exit_code] {
     auto config = load_group_config(o->config);
     if (!config.ok()) {

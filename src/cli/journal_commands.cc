@@ -5,6 +5,8 @@
 #include <memory>
 
 #include "src/cli/commands.h"
+#include "src/cli/number_flags.h"
+#include "src/control/group_config.h"
 #include "src/journal_tool.h"
 #include "transport/fs/retention.h"
 #include "transport/fs/step_commit.h"
@@ -23,20 +25,28 @@ void register_publish(CLI::App* journal, int& exit_code) {
       "Publish a model file as a new version: the first becomes an anchor, later ones deltas "
       "against the previous version (rebuilt from the journal), an anchor every --anchor-every");
   p->add_option("--root", c->root, "Journal root directory (created if missing)")->required();
-  p->add_option("--version", c->version, "Version to publish (newer than HEAD)")->required();
+  p->add_option("--version", c->version, "Version to publish (newer than HEAD)")
+      ->required()
+      ->check(number_in<uint64_t>(0, kMaxVersion));
   p->add_option("--from", c->from, "MODEL.safetensors, or a model.safetensors.index.json of shards")
       ->required()
       ->check(CLI::ExistingFile);
   p->add_option("--anchor-every", c->anchor_every, "An anchor at least every N versions (0: never)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(0, kMaxAnchorEvery));
   p->add_flag("--anchor", c->force_anchor, "Write this version as an anchor");
   p->add_option("--keep-anchors", c->keep_anchors, "Anchors retention keeps")
-      ->capture_default_str();
-  p->add_option("--part-bytes", c->part_bytes, "Size of delta part files")->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<size_t>(1, kMaxRetainAnchors));
+  p->add_option("--part-bytes", c->part_bytes, "Size of delta part files")
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(kMinJournalFileBytes, kMaxPartBytes));
   p->add_option("--shard-bytes", c->shard_bytes, "Size of anchor shard files")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(kMinJournalFileBytes, kMaxShardBytes));
   p->add_option("--threads", c->threads, "Encoder and anchor writer threads")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in<size_t>(1, kMaxThreads));
   p->add_flag("--zstd", c->zstd, "Compress delta parts with zstd on byte planes");
   p->callback([c, &exit_code] {
     c->log = progress_line;
@@ -67,7 +77,8 @@ void register_inspect(CLI::App* journal, int& exit_code) {
   i->add_option("--root", *root, "Journal root directory")
       ->required()
       ->check(CLI::ExistingDirectory);
-  auto* v = i->add_option("--version", *version, "A step to print");
+  auto* v = i->add_option("--version", *version, "A step to print")
+                ->check(number_in<uint64_t>(0, kMaxVersion));
   i->add_flag("--tensors", *tensors, "With --version: list every tensor");
   i->callback([root, version, tensors, v, &exit_code] {
     auto r = journal_inspect(*root, v->count() ? std::optional<uint64_t>(*version) : std::nullopt,
@@ -90,7 +101,9 @@ void register_verify(CLI::App* journal, int& exit_code) {
   c->add_option("--root", *root, "Journal root directory")
       ->required()
       ->check(CLI::ExistingDirectory);
-  c->add_option("--threads", *threads, "Reader threads")->capture_default_str();
+  c->add_option("--threads", *threads, "Reader threads")
+      ->capture_default_str()
+      ->check(number_in<size_t>(1, kMaxThreads));
   c->callback([root, threads, &exit_code] {
     auto r = journal_verify(*root, *threads, progress_line);
     if (!r.ok()) {
@@ -118,9 +131,12 @@ void register_materialize(CLI::App* journal, int& exit_code) {
   m->add_option("--root", *root, "Journal root directory")
       ->required()
       ->check(CLI::ExistingDirectory);
-  auto* v = m->add_option("--version", *version, "Version to rebuild (default: HEAD)");
+  auto* v = m->add_option("--version", *version, "Version to rebuild (default: HEAD)")
+                ->check(number_in<uint64_t>(0, kMaxVersion));
   m->add_option("--out", *out, "Output MODEL.safetensors (written atomically)")->required();
-  m->add_option("--threads", *threads, "Reader threads")->capture_default_str();
+  m->add_option("--threads", *threads, "Reader threads")
+      ->capture_default_str()
+      ->check(number_in<size_t>(1, kMaxThreads));
   m->callback([root, out, version, threads, v, &exit_code] {
     exit_code = report(
         journal_materialize(*root, v->count() ? std::optional<uint64_t>(*version) : std::nullopt,
@@ -138,7 +154,9 @@ void register_gc(CLI::App* journal, int& exit_code) {
   g->add_option("--root", *root, "Journal root directory")
       ->required()
       ->check(CLI::ExistingDirectory);
-  g->add_option("--keep-anchors", *keep, "Anchors to keep")->capture_default_str();
+  g->add_option("--keep-anchors", *keep, "Anchors to keep")
+      ->capture_default_str()
+      ->check(number_in<size_t>(1, kMaxRetainAnchors));
   g->callback([root, keep, &exit_code] {
     RetentionPolicy policy;
     policy.keep_anchors = *keep;

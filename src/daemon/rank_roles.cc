@@ -46,15 +46,18 @@ Status run_publisher_rank(const proto::GroupConfig& config, const DaemonOptions&
   po.rank = options.rank;
   po.threads = options.threads;
   po.log = options.log;
-  ASSIGN_OR_RETURN(std::unique_ptr<Publisher> publisher, Publisher::start(config, po));
+  // The model first: one this host cannot hold is refused before the rank joins the group.
   ThreadPool pool(options.threads);
   const auto built = SteadyClock::now();
-  SyntheticModel model(demo.parameters(), demo.density(), demo.seed(), &pool);
+  ASSIGN_OR_RETURN(std::unique_ptr<SyntheticModel> built_model,
+                   SyntheticModel::create(demo.parameters(), demo.density(), demo.seed(), &pool));
+  SyntheticModel& model = *built_model;
   say(options,
       "publisher: synthetic MoE model, " + std::to_string(model.parameters()) +
           " bf16 parameters in " + std::to_string(model.tensor_count()) + " tensors (" +
           std::to_string(std::chrono::duration<double>(SteadyClock::now() - built).count()) +
           " s to build)");
+  ASSIGN_OR_RETURN(std::unique_ptr<Publisher> publisher, Publisher::start(config, po));
   for (const auto& ref : model.tensor_refs()) RETURN_IF_ERROR(publisher->register_tensor(ref));
 
   uint64_t next = options.start_version;

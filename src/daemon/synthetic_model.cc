@@ -1,6 +1,9 @@
 #include "src/daemon/synthetic_model.h"
 
 #include <cmath>
+#include <string>
+
+#include "codec/allocation.h"
 
 namespace weightcast {
 namespace {
@@ -27,15 +30,33 @@ double synthetic_model_scale(uint64_t parameters) {
   return distance(a) <= distance(b) ? lo : hi;
 }
 
-SyntheticModel::SyntheticModel(uint64_t parameters, double density, uint64_t seed, ThreadPool* pool)
-    : pool_(pool), seed_(seed) {
-  specs_ = model_layer_list(ModelFamily::kQwen3_30B_A3B, synthetic_model_scale(parameters));
-  tensors_.reserve(specs_.size());
-  for (size_t i = 0; i < specs_.size(); ++i) {
-    tensors_.emplace_back(specs_[i].elements(), specs_[i].fan_in, seed * 7919 + i, pool);
-    parameters_ += specs_[i].elements();
+Result<std::unique_ptr<SyntheticModel>> SyntheticModel::create(uint64_t parameters, double density,
+                                                               uint64_t seed, ThreadPool* pool) {
+  std::unique_ptr<SyntheticModel> m(new SyntheticModel(pool, seed));
+  m->specs_ = model_layer_list(ModelFamily::kQwen3_30B_A3B, synthetic_model_scale(parameters));
+  uint64_t elements = 0;
+  for (const auto& s : m->specs_) elements += s.elements();
+  const uint64_t bytes = elements * kSyntheticModelBytesPerParameter;
+  const std::string what = "the demo model (" + std::to_string(elements) + " parameters)";
+  // Past the host's RAM the allocations may well succeed (overcommit) and the process then
+  // dies of the OOM killer while writing the weights: refuse it up front.
+  if (const uint64_t ram = physical_memory_bytes(); ram != 0 && bytes > ram) {
+    return out_of_range("cannot allocate " + std::to_string(bytes) + " bytes for " + what +
+                        ": more than this host's " + std::to_string(ram) +
+                        " bytes of RAM (lower demo.parameters)");
   }
-  lr_ = calibrate_lr(density, seed);
+  ASSIGN_OR_RETURN(m->tensors_, allocate_or_status(bytes, what, [&] {
+                     std::vector<SyntheticTensor> tensors;
+                     tensors.reserve(m->specs_.size());
+                     for (size_t i = 0; i < m->specs_.size(); ++i) {
+                       tensors.emplace_back(m->specs_[i].elements(), m->specs_[i].fan_in,
+                                            seed * 7919 + i, pool);
+                     }
+                     return tensors;
+                   }));
+  m->parameters_ = elements;
+  m->lr_ = calibrate_lr(density, seed);
+  return m;
 }
 
 void SyntheticModel::fast_forward(uint64_t version) {

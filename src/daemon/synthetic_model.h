@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "codec/model_shapes.h"
+#include "codec/status.h"
 #include "codec/synthetic_update.h"
 #include "codec/tensor_ref.h"
 #include "codec/thread_pool.h"
@@ -19,7 +21,11 @@ namespace weightcast {
 
 class SyntheticModel {
  public:
-  SyntheticModel(uint64_t parameters, double density, uint64_t seed, ThreadPool* pool);
+  // The model holds 6 bytes per parameter (fp32 master weights and their bf16 copy). A model
+  // larger than this host's RAM, or whose allocation fails, is a kOutOfRange Status naming
+  // the bytes and the model's size, never a std::bad_alloc.
+  static Result<std::unique_ptr<SyntheticModel>> create(uint64_t parameters, double density,
+                                                        uint64_t seed, ThreadPool* pool);
 
   // Advances the weights to `version` (0 is the initial weights); never backwards.
   void fast_forward(uint64_t version);
@@ -31,6 +37,8 @@ class SyntheticModel {
   std::vector<TensorRef> tensor_refs() const;
 
  private:
+  SyntheticModel(ThreadPool* pool, uint64_t seed) : pool_(pool), seed_(seed) {}
+
   std::vector<TensorShapeSpec> specs_;
   std::vector<SyntheticTensor> tensors_;
   ThreadPool* pool_;
@@ -39,6 +47,9 @@ class SyntheticModel {
   uint64_t version_ = 0;
   uint64_t parameters_ = 0;
 };
+
+// Bytes a SyntheticModel of `parameters` holds.
+inline constexpr uint64_t kSyntheticModelBytesPerParameter = sizeof(float) + sizeof(uint16_t);
 
 // The scale of model_layer_list(kQwen3_30B_A3B, scale) whose total is closest to `parameters`.
 double synthetic_model_scale(uint64_t parameters);

@@ -5,9 +5,12 @@
 //
 // Exit status: 0 after a clean shutdown (SIGTERM/SIGINT, or a publisher done with its
 // versions), 2 for a bad command line or config (the reason on stderr), 1 for a runtime
-// failure (a refused rank, a journal error).
+// failure (a refused rank, a journal error, an exception that escaped a library: it is
+// reported with its what() rather than aborting the process).
 #include <csignal>
 #include <cstdio>
+#include <exception>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,6 +19,7 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include "src/cli/number_flags.h"
 #include "src/control/coordinator.h"
 #include "src/control/group_config.h"
 #include "src/daemon/rank_roles.h"
@@ -27,10 +31,9 @@ void on_signal(int signal) {
   g_signal = signal;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   using namespace weightcast;
+  using cli::number_in;
   CLI::App app{
       "weightcastd: one rank of a weightcast rank group (coordinator, publisher or "
       "subscriber, by the group config)"};
@@ -41,10 +44,14 @@ int main(int argc, char** argv) {
   app.add_option("--config", config_path, "Group config (YAML; see docs/CONFIG.md)")
       ->required()
       ->check(CLI::ExistingFile);
-  app.add_option("--rank", rank, "This process's rank in the config")->required();
-  app.add_option("--threads", options.threads, "Worker threads (0: all cores)");
+  app.add_option("--rank", rank, "This process's rank in the config")
+      ->required()
+      ->check(number_in<uint32_t>(0, std::numeric_limits<uint32_t>::max()));
+  app.add_option("--threads", options.threads, "Worker threads (0: all cores)")
+      ->check(number_in<size_t>(0, cli::kMaxThreads));
   app.add_option("--start-version", options.start_version,
-                 "Publisher: first version when the journal is empty (default 0)");
+                 "Publisher: first version when the journal is empty (default 0)")
+      ->check(number_in<uint64_t>(0, cli::kMaxVersion));
   app.add_flag("--stay", options.stay,
                "Publisher: keep running after the demo model's last version");
   app.add_option("--log-level", level, "trace, debug, info, warn, error")
@@ -59,6 +66,16 @@ int main(int argc, char** argv) {
   auto entry = find_rank(*config, rank);
   if (!entry.ok()) {
     std::fprintf(stderr, "weightcastd: %s\n", entry.status().to_string().c_str());
+    return 2;
+  }
+  if (entry->role() == proto::ROLE_PUBLISHER &&
+      options.start_version > cli::kMaxVersion - config->demo().versions()) {
+    std::fprintf(stderr,
+                 "weightcastd: --start-version %llu plus demo.versions %llu pass the largest "
+                 "version (%llu)\n",
+                 static_cast<unsigned long long>(options.start_version),
+                 static_cast<unsigned long long>(config->demo().versions()),
+                 static_cast<unsigned long long>(cli::kMaxVersion));
     return 2;
   }
 
@@ -97,4 +114,19 @@ int main(int argc, char** argv) {
   }
   spdlog::info("stopped cleanly{}", g_signal ? " (signal " + std::to_string(g_signal) + ")" : "");
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Library code reports failures as Status; this is the boundary for anything that still
+  // throws (an allocation in a dependency, a std::system_error from a thread start).
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "weightcastd: error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "weightcastd: error: an unknown exception\n");
+  }
+  return 1;
 }

@@ -6,6 +6,7 @@
 #include <span>
 #include <utility>
 
+#include "codec/allocation.h"
 #include "codec/delta_manifest.h"
 #include "src/endpoint/tensor_staging.h"
 #include "transport/fs/catch_up_reader.h"
@@ -250,9 +251,21 @@ Status Publisher::run_job(PublishJob& job) {
   const auto started = std::chrono::steady_clock::now();
   const uint64_t started_unix = unix_us();
   if (current_.empty()) {
+    // Two copies of the model; a host that cannot hold them fails the version with a Status
+    // naming the tensor, and the next version tries again from nothing.
     for (const auto& t : tensors_) {
-      current_.emplace_back(t.numel() * t.element_size());
-      previous_.emplace_back(t.numel() * t.element_size());
+      const size_t bytes = t.numel() * t.element_size();
+      const std::string what = "the publisher's copies of tensor '" + t.name + "'";
+      auto cur = allocate_bytes(bytes, what);
+      auto prev =
+          cur.ok() ? allocate_bytes(bytes, what) : Result<std::vector<uint8_t>>(cur.status());
+      if (!prev.ok()) {
+        current_.clear();
+        previous_.clear();
+        return prev.status().with_context("version " + std::to_string(job.version));
+      }
+      current_.push_back(std::move(*cur));
+      previous_.push_back(std::move(*prev));
     }
   }
   {
