@@ -37,6 +37,8 @@ std::vector<proto::Envelope> every_body_kind() {
   for (const char* t : {"shm", "tcp", "cuda_ipc", "nccl"}) hello->add_transports(t);
   hello->set_host("node-17.cluster.local");
   hello->set_pid(31337);
+  hello->set_nonce(0x9E3779B97F4A7C15ull);
+  hello->set_held_journal_id("0123456789abcdef0123456789abcdef");
   all.push_back(m);
 
   m = envelope(0, true);
@@ -50,6 +52,7 @@ std::vector<proto::Envelope> every_body_kind() {
   welcome->set_transport("shm");
   welcome->set_journal_root("/var/lib/weightcast/journal");
   welcome->set_plan("catch_up");
+  welcome->set_journal_id("0123456789abcdef0123456789abcdef");
   all.push_back(m);
 
   m = envelope(0, true);
@@ -72,6 +75,7 @@ std::vector<proto::Envelope> every_body_kind() {
   m = envelope(1, false);
   m.mutable_offer()->set_version(32);
   m.mutable_offer()->set_anchor(true);
+  m.mutable_offer()->set_journal_id("0123456789abcdef0123456789abcdef");
   add_checksums(m.mutable_offer()->mutable_checksums(), 2);
   all.push_back(m);
 
@@ -97,6 +101,7 @@ std::vector<proto::Envelope> every_body_kind() {
   m = envelope(0, true);
   m.mutable_recover()->set_target_version(42);
   m.mutable_recover()->set_from_anchor(true);
+  m.mutable_recover()->set_journal_id("0123456789abcdef0123456789abcdef");
   m.mutable_recover()->set_reason("missed v40 (nack)");
   all.push_back(m);
 

@@ -192,8 +192,13 @@ std::vector<std::vector<uint8_t>> make_journal_files_seeds() {
   head.set_version(41);
   head.set_anchor_version(40);
   head.set_committed_unix_ms(1'700'000'001'500);
+  head.set_journal_id("0123456789abcdef0123456789abcdef");
   add_both_forms(JournalFileKind::kHead, head, &seeds);
   add_both_forms(JournalFileKind::kHead, proto::JournalHead(), &seeds);
+  proto::JournalHead empty;  // a new journal's HEAD
+  empty.set_empty(true);
+  empty.set_journal_id("fedcba9876543210fedcba9876543210");
+  add_both_forms(JournalFileKind::kHead, empty, &seeds);
   for (const auto& m : {written_anchor(), small_anchor(), delta(), parts()}) {
     add_both_forms(JournalFileKind::kManifest, m, &seeds);
   }
