@@ -201,22 +201,44 @@ TEST_F(CliNumberFlags, PublishOfVersionMinusOneLeavesTheJournalUnchanged) {
   EXPECT_EQ(next.exit_code, 0) << next.output;
 }
 
-// A config asking for two trillion demo parameters: weightcastd refuses it at load, naming
-// the field, instead of dying of std::bad_alloc in the publisher.
-TEST_F(CliNumberFlags, WeightcastdRefusesATwoTrillionParameterDemo) {
-  const std::string config = dir_ + "/group.yaml";
+std::string demo_config(const std::string& dir, const std::string& parameters) {
+  const std::string config = dir + "/group.yaml";
   std::ofstream(config) << "group_id: demo\n"
                            "coordinator: {endpoint: \"tcp://127.0.0.1:1\"}\n"
                            "journal: {root: journal}\n"
                            "ranks:\n"
                            "  - {rank: 0, role: coordinator}\n"
                            "  - {rank: 1, role: publisher}\n"
-                           "demo: {parameters: 2000000000000}\n";
-  auto r = run_command("timeout 60 " + std::string(WEIGHTCASTD_PATH) + " --config " + config +
-                       " --rank 1");
+                           "demo: {parameters: "
+                        << parameters << "}\n";
+  return config;
+}
+
+// A config asking for two trillion demo parameters: weightcastd refuses it at load, naming
+// the field, instead of dying of std::bad_alloc in the publisher.
+TEST_F(CliNumberFlags, WeightcastdRefusesATwoTrillionParameterDemo) {
+  auto r = run_command("timeout 60 " + std::string(WEIGHTCASTD_PATH) + " --config " +
+                       demo_config(dir_, "2000000000000") + " --rank 1");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("demo.parameters"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("2000000000000"), std::string::npos) << r.output;
+}
+
+// The largest demo a config may ask for (the full Qwen3-30B-A3B shapes, 6 bytes a parameter)
+// on a host with less RAM: the publisher exits 1 with a Status naming the allocation, before
+// joining the group, rather than aborting or being OOM-killed.
+TEST_F(CliNumberFlags, WeightcastdReportsADemoModelLargerThanTheHost) {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  meminfo >> key >> kib;
+  ASSERT_EQ(key, "MemTotal:");
+  if (kib * 1024 > (uint64_t{160} << 30)) GTEST_SKIP() << "this host could hold the model";
+  auto r = run_command("timeout 60 " + std::string(WEIGHTCASTD_PATH) + " --config " +
+                       demo_config(dir_, "34359738368") + " --rank 1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("cannot allocate"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the demo model"), std::string::npos) << r.output;
 }
 
 }  // namespace
