@@ -10,6 +10,10 @@ WaitReporter::WaitReporter(Log log, std::chrono::milliseconds first_after,
     : log_(std::move(log)), first_after_(first_after), every_(every), now_(std::move(now)) {}
 
 bool WaitReporter::report(const std::string& what) {
+  return report([&what] { return what; });
+}
+
+bool WaitReporter::report(const std::function<std::string()>& what) {
   const Clock::time_point t = now();
   if (!running_) {
     running_ = true;
@@ -24,7 +28,7 @@ bool WaitReporter::report(const std::string& what) {
   const double waited = std::chrono::duration<double>(t - started_).count();
   char suffix[48];
   std::snprintf(suffix, sizeof suffix, " (waiting %.0f s)", waited);
-  log_(what + suffix);
+  log_(what() + suffix);
   return true;
 }
 

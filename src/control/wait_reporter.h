@@ -23,6 +23,8 @@ class WaitReporter {
   // Called on each turn of the wait loop: prints "<what> (waiting N s)" when a line is due.
   // Returns whether it printed.
   bool report(const std::string& what);
+  // The same, building the line only when one is due (for lines that cost something to make).
+  bool report(const std::function<std::string()>& what);
   // The wait is over: the next report() starts timing a new one.
   void restart();
 

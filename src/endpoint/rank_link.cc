@@ -1,5 +1,7 @@
 #include "src/endpoint/rank_link.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <random>
@@ -9,6 +11,30 @@
 #include "src/control/messages.h"
 
 namespace weightcast {
+namespace {
+
+// Why a tcp:// endpoint cannot be reached as far as name resolution tells (empty: it
+// resolves, or it is not tcp).
+std::string resolution_problem(const std::string& endpoint) {
+  constexpr std::string_view kTcp = "tcp://";
+  if (!endpoint.starts_with(kTcp)) return "";
+  std::string host = endpoint.substr(kTcp.size());
+  const size_t colon = host.rfind(':');
+  if (colon != std::string::npos) host.resize(colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty() || host == "*") return "";
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (found != nullptr) ::freeaddrinfo(found);
+  if (rc == 0) return "";
+  return "host '" + host + "' does not resolve: " + ::gai_strerror(rc);
+}
+
+}  // namespace
 
 RankLink::RankLink(RankLinkOptions options, std::string endpoint,
                    std::unique_ptr<ControlClient> client, Handler handler, HeldVersion held)
@@ -146,11 +172,12 @@ void RankLink::loop() {
       waiting_.restart();
       last_refusal_.clear();
     } else {
-      waiting_.report(
-          "rank " + std::to_string(options_.rank) + ": no Welcome from the coordinator at " +
-          endpoint_ + " yet (" +
-          (last_refusal_.empty() ? std::string("no answer") : "refused: " + last_refusal_) +
-          "); still trying");
+      waiting_.report([&] {
+        std::string why = last_refusal_.empty() ? resolution_problem(endpoint_) : "";
+        if (why.empty()) why = last_refusal_.empty() ? "no answer" : "refused: " + last_refusal_;
+        return "rank " + std::to_string(options_.rank) + ": no Welcome from the coordinator at " +
+               endpoint_ + " yet (" + why + "); still trying";
+      });
     }
     if (!welcomed && now - last_hello_ >= options_.hello_retry) say_hello();
     if (welcomed && now - last_beat >= options_.heartbeat) {

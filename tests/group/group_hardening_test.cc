@@ -172,6 +172,20 @@ TEST(GroupHardening, RanksSayWhatTheyWaitFor) {
   EXPECT_LE(count(publisher.log(), "no Welcome from the coordinator"), 2u) << publisher.log();
   publisher.signal(SIGTERM);
   EXPECT_EQ(publisher.wait_exit(seconds(5)), 0) << publisher.log();
+
+  // A coordinator host that does not resolve (.invalid never does, RFC 6761) is named so.
+  const std::string endpoint = g.config().coordinator_endpoint();
+  const std::string unresolved = g.write_config_variant(
+      "unresolved.yaml", with(g.yaml(), endpoint, "tcp://no-such-host.invalid:5555"));
+  RankProcess lost(unresolved, 1, g.dir() + "/r1b.log");
+  ASSERT_TRUE(eventually(
+      [&] {
+        return lost.log().find("host 'no-such-host.invalid' does not resolve") != std::string::npos;
+      },
+      seconds(30)))
+      << lost.log();
+  lost.signal(SIGTERM);
+  EXPECT_EQ(lost.wait_exit(seconds(5)), 0) << lost.log();
 }
 
 TEST(GroupHardening, ACoordinatorWhoseJournalRootIsAFileDoesNotStart) {
