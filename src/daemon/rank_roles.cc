@@ -68,9 +68,35 @@ Status run_publisher_rank(const proto::GroupConfig& config, const DaemonOptions&
   }
   const uint64_t last = options.start_version + std::max<uint64_t>(1, demo.versions());
   std::optional<PublishHandle> last_handle;
+  // Waits in short slices, so that SIGTERM ends any of them within a second (the caller
+  // then stops the publisher, which gives up waiting for credit).
+  const auto until_published = [&](const PublishHandle& h) -> Result<PublishReport> {
+    const auto deadline = SteadyClock::now() + std::chrono::hours(1);
+    while (true) {
+      auto report = h.wait_published(std::min(deadline, SteadyClock::now() + milliseconds(200)));
+      if (report.ok() || report.status().code() != StatusCode::kDeadlineExceeded ||
+          SteadyClock::now() >= deadline) {
+        return report;
+      }
+      if (stopping(options)) {
+        return failed_precondition("stopping: v" + std::to_string(h.version()) + " not published");
+      }
+    }
+  };
+  const auto until_read = [&](const PublishHandle& h) -> Status {
+    const auto deadline = SteadyClock::now() + std::chrono::hours(1);
+    while (true) {
+      Status s = h.wait_for_reads(std::min(deadline, SteadyClock::now() + milliseconds(200)));
+      if (s.ok() || s.code() != StatusCode::kDeadlineExceeded || SteadyClock::now() >= deadline ||
+          stopping(options)) {
+        return s;
+      }
+    }
+  };
   const auto log_published = [&](const PublishHandle& h) -> Status {
-    ASSIGN_OR_RETURN(PublishReport report,
-                     h.wait_published(SteadyClock::now() + std::chrono::hours(1)));
+    auto published = until_published(h);
+    if (!published.ok() && stopping(options)) return ok_status();
+    ASSIGN_OR_RETURN(PublishReport report, std::move(published));
     say(options, "publisher: v" + std::to_string(h.version()) +
                      (report.anchor ? " anchor" : " delta") + ", " +
                      std::to_string(report.stored_bytes) + " bytes, " +
@@ -83,12 +109,14 @@ Status run_publisher_rank(const proto::GroupConfig& config, const DaemonOptions&
     ASSIGN_OR_RETURN(PublishHandle handle, publisher->publish(v));
     // The trainer's next step must not start before the publisher has read the weights; it
     // then overlaps with the journal write of this version.
-    RETURN_IF_ERROR(handle.wait_for_reads(SteadyClock::now() + std::chrono::hours(1)));
+    Status read = until_read(handle);
+    if (!read.ok() && stopping(options)) break;
+    RETURN_IF_ERROR(read);
     if (last_handle) RETURN_IF_ERROR(log_published(*last_handle));
     last_handle = handle;
     if (demo.step_interval_ms()) std::this_thread::sleep_for(milliseconds(demo.step_interval_ms()));
   }
-  if (last_handle) RETURN_IF_ERROR(log_published(*last_handle));
+  if (last_handle && !stopping(options)) RETURN_IF_ERROR(log_published(*last_handle));
   if (last_handle && !stopping(options)) {
     // Bounded: a group without live subscribers commits at once.
     const auto deadline =
@@ -117,11 +145,11 @@ Status run_subscriber_rank(const proto::GroupConfig& config, const DaemonOptions
   };
   ASSIGN_OR_RETURN(std::unique_ptr<Subscriber> subscriber, Subscriber::create(config, so));
   // Without an engine to register tensors, the journal says what the model is.
-  while (true) {
-    Status s = subscriber->register_from_journal(SteadyClock::now() + milliseconds(200));
-    if (s.ok()) break;
-    if (s.code() != StatusCode::kDeadlineExceeded) return s;
-    if (stopping(options)) return ok_status();
+  {
+    Status s = subscriber->register_from_journal(SteadyClock::now() + std::chrono::hours(24),
+                                                 [&options] { return stopping(options); });
+    if (!s.ok() && stopping(options)) return ok_status();
+    RETURN_IF_ERROR(s);
   }
   say(options, "subscriber: " + std::to_string(subscriber->tensors().size()) +
                    " tensors registered from the journal");

@@ -8,6 +8,7 @@
 
 #include "codec/allocation.h"
 #include "codec/delta_manifest.h"
+#include "src/control/wait_reporter.h"
 #include "src/endpoint/tensor_staging.h"
 #include "transport/fs/catch_up_reader.h"
 
@@ -204,14 +205,26 @@ void Publisher::on_message(const proto::Envelope& m) {
 Status Publisher::wait_for_credit(uint64_t version) {
   std::unique_lock<std::mutex> lock(mu_);
   const uint32_t limit = std::max<uint32_t>(1, config_.max_in_flight());
-  const bool ok = cv_.wait_for(lock, options_.credit_timeout,
-                               [&] { return uncommitted_.size() < limit || stopping_; });
-  if (!ok) {
-    return deadline_exceeded("version " + std::to_string(version) + ": " +
-                             std::to_string(uncommitted_.size()) +
-                             " published versions still uncommitted after " +
-                             std::to_string(options_.credit_timeout.count()) +
-                             " ms (max_in_flight " + std::to_string(limit) + ")");
+  const auto deadline = std::chrono::steady_clock::now() + options_.credit_timeout;
+  WaitReporter waiting(options_.log);
+  while (uncommitted_.size() >= limit && !stopping_) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return deadline_exceeded("version " + std::to_string(version) + ": " +
+                               std::to_string(uncommitted_.size()) +
+                               " published versions still uncommitted after " +
+                               std::to_string(options_.credit_timeout.count()) +
+                               " ms (max_in_flight " + std::to_string(limit) + ")");
+    }
+    cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() +
+                                                std::chrono::milliseconds(500)));
+    waiting.report("publisher: version " + std::to_string(version) + " waits for " +
+                   std::to_string(uncommitted_.size()) +
+                   " published versions to be committed (max_in_flight " + std::to_string(limit) +
+                   "; is the coordinator at " + config_.coordinator_endpoint() + " reachable?)");
+  }
+  if (stopping_) {
+    return failed_precondition("publisher stopping: version " + std::to_string(version) +
+                               " was not published");
   }
   return ok_status();
 }
@@ -313,6 +326,7 @@ Status Publisher::run_job(PublishJob& job) {
   offer.set_stored_bytes(report.stored_bytes);
   offer.set_published_unix_us(started_unix);
   offer.set_transport("fs");
+  offer.set_journal_id(writer_->head()->journal_id());
   // NCCL first: UCX keeps the delta's buffers (it serves them in place), NCCL shares them
   // until its round is over, or copies them when UCX serves them too.
   const uint64_t nccl_epoch = nccl_ ? nccl_->ready_epoch() : 0;
