@@ -11,6 +11,7 @@
 #include "src/adapter_load.h"
 #include "src/adapter_publish.h"
 #include "transport/file_io.h"
+#include "transport/user_file_writer.h"
 
 namespace weightcast {
 namespace {
@@ -63,8 +64,8 @@ Result<RoundTrip> publish_and_load(const std::string& dir, const AdapterFixture&
 // What a user without weightcast does: the config and one safetensors file, each atomically.
 Status plain_safetensors_publication(const std::string& dir, const AdapterFixture& f) {
   const std::string& c = f.adapter_config_json;
-  RETURN_IF_ERROR(write_file_atomically(dir + "/" + kAdapterConfigFile,
-                                        {reinterpret_cast<const uint8_t*>(c.data()), c.size()}));
+  RETURN_IF_ERROR(write_user_file(dir + "/" + kAdapterConfigFile,
+                                  {reinterpret_cast<const uint8_t*>(c.data()), c.size()}, {}));
   return write_safetensors_file(dir + "/" + kAdapterSafetensorsFile, f.tensors);
 }
 

@@ -10,6 +10,7 @@
 #include "codec/thread_pool.h"
 #include "codec/torch_artifact.h"
 #include "transport/file_io.h"
+#include "transport/user_file_writer.h"
 
 namespace weightcast {
 namespace {
@@ -22,10 +23,20 @@ std::string join(const std::string& dir, const char* name) {
   return (std::filesystem::path(dir) / name).string();
 }
 
+UserFileOptions replace(const std::vector<std::string>& inputs) {
+  return {UserWriteMode::kAtomicReplace, inputs};
+}
+
+Status write_text(const std::string& path, std::string_view text,
+                  const std::vector<std::string>& inputs) {
+  return write_user_file(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()},
+                         replace(inputs));
+}
+
 // One storage per unique tensor (named by its index, as torch.save names storages), every
 // key a full view of its storage.
 Status write_compact_file(const std::string& path, std::span<const TensorBytesView> tensors,
-                          const DedupResult& dedup) {
+                          const DedupResult& dedup, const std::vector<std::string>& inputs) {
   std::vector<TorchStorage> storages;
   storages.reserve(dedup.representative.size());
   for (size_t s = 0; s < dedup.representative.size(); ++s) {
@@ -44,7 +55,7 @@ Status write_compact_file(const std::string& path, std::span<const TensorBytesVi
     for (size_t d = r.shape.size(); d-- > 1;) r.stride[d - 1] = r.stride[d] * r.shape[d];
     refs.push_back(std::move(r));
   }
-  ASSIGN_OR_RETURN(AtomicFileWriter out, AtomicFileWriter::create(path));
+  ASSIGN_OR_RETURN(UserFileWriter out, UserFileWriter::create(path, replace(inputs)));
   RETURN_IF_ERROR(write_torch_artifact("adapter_model", storages, refs, out.sink()));
   return out.commit();
 }
@@ -81,13 +92,14 @@ Status check_unique_names(std::span<const TensorBytesView> tensors) {
 
 }  // namespace
 
-Status write_safetensors_file(const std::string& path, std::span<const TensorBytesView> tensors) {
+Status write_safetensors_file(const std::string& path, std::span<const TensorBytesView> tensors,
+                              const std::vector<std::string>& inputs) {
   std::vector<SafetensorsTensorSpec> specs;
   specs.reserve(tensors.size());
   for (const auto& t : tensors) specs.push_back({t.name, t.dtype, t.shape});
   ASSIGN_OR_RETURN(const SafetensorsLayout layout,
                    plan_safetensors(std::move(specs), {{"format", "pt"}}));
-  ASSIGN_OR_RETURN(AtomicFileWriter out, AtomicFileWriter::create(path));
+  ASSIGN_OR_RETURN(UserFileWriter out, UserFileWriter::create(path, replace(inputs)));
   RETURN_IF_ERROR(write_safetensors(layout, tensors, out.sink()));
   return out.commit();
 }
@@ -108,7 +120,8 @@ AdapterFormat choose_adapter_format(const DedupStats& stats) {
 Result<AdapterPublication> publish_adapter(const std::string& dir,
                                            std::span<const TensorBytesView> tensors,
                                            std::string_view adapter_config_json, ThreadPool* pool,
-                                           std::optional<AdapterFormat> force) {
+                                           std::optional<AdapterFormat> force,
+                                           const std::vector<std::string>& inputs) {
   RETURN_IF_ERROR(check_unique_names(tensors));
   if (!nlohmann::json::accept(adapter_config_json)) {
     return invalid_argument("adapter config for '" + dir + "' is not valid JSON");
@@ -134,26 +147,27 @@ Result<AdapterPublication> publish_adapter(const std::string& dir,
   const std::string stale = join(dir, adapter_file_name(pub.format == AdapterFormat::kTorchCompact
                                                             ? AdapterFormat::kSafetensors
                                                             : AdapterFormat::kTorchCompact));
+  // Every file this publication writes or removes is checked before the first is touched, so
+  // a refusal leaves the previous adapter whole.
+  for (const std::string& path : {join(dir, kAdapterConfigFile), pub.model_path, marker, stale}) {
+    RETURN_IF_ERROR(check_user_output(path, replace(inputs)));
+  }
   // A directory published by someone else has no marker; name its current file first, so
   // that the moment both formats exist the marker already says which one is committed.
   if (!std::filesystem::exists(marker) && std::filesystem::exists(stale)) {
     const std::string name = std::filesystem::path(stale).filename().string();
-    RETURN_IF_ERROR(write_file_atomically(
-        marker, {reinterpret_cast<const uint8_t*>(name.data()), name.size()}));
+    RETURN_IF_ERROR(write_text(marker, name, inputs));
   }
-  RETURN_IF_ERROR(write_file_atomically(
-      join(dir, kAdapterConfigFile),
-      {reinterpret_cast<const uint8_t*>(adapter_config_json.data()), adapter_config_json.size()}));
+  RETURN_IF_ERROR(write_text(join(dir, kAdapterConfigFile), adapter_config_json, inputs));
   if (pub.format == AdapterFormat::kTorchCompact) {
-    RETURN_IF_ERROR(write_compact_file(pub.model_path, tensors, dedup));
+    RETURN_IF_ERROR(write_compact_file(pub.model_path, tensors, dedup, inputs));
   } else {
-    RETURN_IF_ERROR(write_safetensors_file(pub.model_path, tensors));
+    RETURN_IF_ERROR(write_safetensors_file(pub.model_path, tensors, inputs));
   }
   const std::string committed = adapter_file_name(pub.format);
   // Steady state (the same format every step) finds the marker already right: no rewrite.
   if (read_marker(marker) != committed) {
-    RETURN_IF_ERROR(write_file_atomically(
-        marker, {reinterpret_cast<const uint8_t*>(committed.data()), committed.size()}));
+    RETURN_IF_ERROR(write_text(marker, committed, inputs));
   }
   RETURN_IF_ERROR(remove_file_durably(stale));
   pub.file_bytes = std::filesystem::file_size(pub.model_path, ec);

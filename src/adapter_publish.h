@@ -10,7 +10,10 @@
 // the marker `.weightcast_adapter` (which names the model file) is replaced the same way;
 // only then is the stale file of the other format removed. A reader that finds both formats
 // believes the marker, so a publication killed at any instant leaves the old adapter or the
-// new one, never a mix.
+// new one, never a mix. That atomic replace is this format's contract, so the files go through
+// UserFileWriter's kAtomicReplace (transport/user_file_writer.h): a symlinked file is replaced
+// at its resolved target (the link stays), an existing file's mode (and owner, as root) is
+// kept, and a FIFO, read-only file, journal directory or input in the way is refused.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +21,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "codec/dedup.h"
 #include "codec/status.h"
@@ -52,15 +56,18 @@ struct AdapterPublication {
 // names, at least one; `adapter_config_json` is written as adapter_config.json verbatim.
 // Errors name the file or tensor at fault; on error the directory still holds the previous
 // adapter (and is not created when the input is refused).
-// `force` overrides the representation rule (benchmarks compare both formats).
+// `force` overrides the representation rule (benchmarks compare both formats). `inputs` are
+// the files the tensors and config were read from: none of the files written may be one.
 Result<AdapterPublication> publish_adapter(const std::string& dir,
                                            std::span<const TensorBytesView> tensors,
                                            std::string_view adapter_config_json,
                                            ThreadPool* pool = nullptr,
-                                           std::optional<AdapterFormat> force = std::nullopt);
+                                           std::optional<AdapterFormat> force = std::nullopt,
+                                           const std::vector<std::string>& inputs = {});
 
 // A plain safetensors file written atomically (no dedup): what publication does for
 // non-duplicated adapters, and the benchmarks' reference.
-Status write_safetensors_file(const std::string& path, std::span<const TensorBytesView> tensors);
+Status write_safetensors_file(const std::string& path, std::span<const TensorBytesView> tensors,
+                              const std::vector<std::string>& inputs = {});
 
 }  // namespace weightcast

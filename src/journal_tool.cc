@@ -262,6 +262,9 @@ Result<std::vector<std::string>> journal_verify(
 Status journal_materialize(const std::string& root, std::optional<uint64_t> version,
                            const std::string& out, size_t threads,
                            const std::function<void(const std::string&)>& log) {
+  // Refused before the rebuild: an output inside the journal would replace one of its files.
+  const UserFileOptions output{UserWriteMode::kAtomicReplace, {}, {root}};
+  RETURN_IF_ERROR(check_user_output(out, output));
   ThreadPool pool(threads);
   JournalLayout layout(root);
   if (!version) {
@@ -274,7 +277,7 @@ Status journal_materialize(const std::string& root, std::optional<uint64_t> vers
   RETURN_IF_ERROR(rebuild(root, *version, &pool, &storage, &dests, log));
   std::vector<TensorBytesView> views;
   for (const auto& d : dests) views.push_back({d.name, d.dtype, d.shape, d.bytes});
-  return write_model_file(out, views);
+  return write_model_file(out, views, output);
 }
 
 }  // namespace weightcast

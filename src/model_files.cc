@@ -77,11 +77,12 @@ Result<std::unique_ptr<ModelFiles>> read_model_files(const std::string& path) {
   return model;
 }
 
-Status write_model_file(const std::string& path, std::span<const TensorBytesView> tensors) {
+Status write_model_file(const std::string& path, std::span<const TensorBytesView> tensors,
+                        const UserFileOptions& options) {
   std::vector<SafetensorsTensorSpec> specs;
   for (const auto& t : tensors) specs.push_back({t.name, t.dtype, t.shape});
   ASSIGN_OR_RETURN(auto layout, plan_safetensors(std::move(specs), {}));
-  ASSIGN_OR_RETURN(auto writer, AtomicFileWriter::create(path));
+  ASSIGN_OR_RETURN(auto writer, UserFileWriter::create(path, options));
   RETURN_IF_ERROR(write_safetensors(layout, tensors, writer.sink()));
   return writer.commit();
 }

@@ -12,6 +12,7 @@
 #include "codec/status.h"
 #include "codec/tensor_bytes.h"
 #include "transport/file_io.h"
+#include "transport/user_file_writer.h"
 
 namespace weightcast {
 
@@ -26,7 +27,10 @@ struct ModelFiles {
 // shard paths leaving the index's directory, invalid safetensors.
 Result<std::unique_ptr<ModelFiles>> read_model_files(const std::string& path);
 
-// Writes `tensors` as one safetensors file at `path` (temp file, fsync, rename).
-Status write_model_file(const std::string& path, std::span<const TensorBytesView> tensors);
+// Writes `tensors` as one safetensors file at `path` through UserFileWriter (by default an
+// atomic replace that follows symlinks and keeps the mode; refuses an output that is one of
+// `options.inputs` or lies inside a journal).
+Status write_model_file(const std::string& path, std::span<const TensorBytesView> tensors,
+                        const UserFileOptions& options = {});
 
 }  // namespace weightcast

@@ -9,11 +9,42 @@
 #include <cstring>
 #include <filesystem>
 
+#include "transport/user_path.h"
+
 namespace weightcast {
 namespace {
 
 Status errno_status(const std::string& what, const std::string& path) {
   return io_error(what + " '" + path + "': " + std::strerror(errno));
+}
+
+// Opens a regular file for reading without ever blocking: O_NONBLOCK makes opening a FIFO
+// return at once (a blocking open waits for a writer forever), and fstat then refuses it and
+// every other kind of file, so every reader below reports "'p' is a FIFO, not a regular file".
+Result<int> open_regular_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return not_found("no file '" + path + "'");
+    if (errno == ELOOP) return invalid_argument("symlink loop at '" + path + "'");
+    if (errno == ENXIO) {  // a socket (or a device without its driver): say which
+      struct stat st {};
+      if (::stat(path.c_str(), &st) == 0) return refuse_non_regular(path, st);
+    }
+    return errno_status("cannot open", path);
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    Status s = errno_status("cannot stat", path);
+    ::close(fd);
+    return s;
+  }
+  if (Status s = refuse_non_regular(path, st); !s.ok()) {
+    ::close(fd);
+    return s;
+  }
+  // Reads of a regular file never block; clearing the flag keeps them plain all the same.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
 }
 
 std::string parent_dir(const std::string& path) {
@@ -24,12 +55,10 @@ std::string parent_dir(const std::string& path) {
 }  // namespace
 
 Result<MappedFile> MappedFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno_status("cannot open", path);
+  ASSIGN_OR_RETURN(const int fd, open_regular_file(path));
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    Status s = S_ISREG(st.st_mode) ? errno_status("cannot stat", path)
-                                   : invalid_argument("'" + path + "' is not a regular file");
+  if (::fstat(fd, &st) != 0) {
+    Status s = errno_status("cannot stat", path);
     ::close(fd);
     return s;
   }
@@ -154,20 +183,12 @@ Status remove_file_durably(const std::string& path) {
 }
 
 Result<std::vector<uint8_t>> read_whole_file(const std::string& path, uint64_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return not_found("no file '" + path + "'");
-    return errno_status("cannot open", path);
-  }
+  ASSIGN_OR_RETURN(const int fd, open_regular_file(path));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     Status s = errno_status("cannot stat", path);
     ::close(fd);
     return s;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return invalid_argument("'" + path + "' is not a regular file");
   }
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     ::close(fd);

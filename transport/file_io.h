@@ -13,7 +13,9 @@
 
 namespace weightcast {
 
-// A whole file mapped read-only. Empty files map to an empty span.
+// A whole file mapped read-only. Empty files map to an empty span. Like read_whole_file, it
+// never blocks on a FIFO: anything but a regular file is refused ("'p' is a FIFO, not a regular
+// file"), a symlink loop is "symlink loop at 'p'".
 class MappedFile {
  public:
   static Result<MappedFile> open(const std::string& path);
@@ -34,7 +36,8 @@ class MappedFile {
 };
 
 // Reads all of `path` with pread; refuses files larger than `max_bytes` (kOutOfRange). A missing
-// file is kNotFound; every error names the file.
+// file is kNotFound; a FIFO, directory, device or socket is refused without blocking
+// (kInvalidArgument); every error names the file.
 Result<std::vector<uint8_t>> read_whole_file(const std::string& path,
                                              uint64_t max_bytes = uint64_t{1} << 40);
 

@@ -12,6 +12,7 @@
 #include "src/adapter_publish.h"
 #include "src/cli/commands.h"
 #include "src/cli/number_flags.h"
+#include "src/cli/path_flags.h"
 #include "transport/file_io.h"
 
 namespace weightcast::cli {
@@ -95,9 +96,10 @@ Status run_publish(const PublishArgs& a) {
   }
   ASSIGN_OR_RETURN(const auto config, read_whole_file(a.config, 1 << 24));
   ThreadPool pool(a.threads);
-  auto pub = publish_adapter(
-      a.out, input->tensors,
-      std::string_view(reinterpret_cast<const char*>(config.data()), config.size()), &pool);
+  auto pub =
+      publish_adapter(a.out, input->tensors,
+                      std::string_view(reinterpret_cast<const char*>(config.data()), config.size()),
+                      &pool, std::nullopt, {a.from, a.config});
   if (!pub.ok()) return pub.status().with_context("publishing '" + a.from + "' to '" + a.out + "'");
   std::printf(
       "%s: %s, %llu keys, %llu unique storages, %llu of %llu logical bytes unique, "
@@ -122,7 +124,7 @@ void register_adapter_commands(CLI::App& app, int& exit_code) {
       "inspect", "Keys, storages, logical vs unique bytes and representation of an adapter");
   i->add_option("path", ins->path, "Adapter directory or model file")
       ->required()
-      ->check(CLI::ExistingPath);
+      ->check(existing_path());
   i->add_flag("--json", ins->json, "Print one JSON object");
   i->callback([ins, &exit_code] { exit_code = report(run_inspect(*ins)); });
 
@@ -138,10 +140,10 @@ void register_adapter_commands(CLI::App& app, int& exit_code) {
                                     "bytes < half the logical bytes, else safetensors");
   p->add_option("--from", pub->from, "safetensors file or torch.save'd dict of tensors")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_regular_file());
   p->add_option("--config", pub->config, "adapter_config.json to publish with it")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_regular_file());
   p->add_option("--out", pub->out, "Adapter directory (created if missing)")->required();
   p->add_option("--threads", pub->threads, "Threads fingerprinting tensors")
       ->capture_default_str()

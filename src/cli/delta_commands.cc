@@ -13,7 +13,9 @@
 #include "codec/thread_pool.h"
 #include "src/cli/commands.h"
 #include "src/cli/number_flags.h"
+#include "src/cli/path_flags.h"
 #include "transport/file_io.h"
+#include "transport/user_file_writer.h"
 
 namespace weightcast::cli {
 namespace {
@@ -57,7 +59,9 @@ Status run_encode(const EncodeArgs& a) {
     return encoded.status().with_context("encoding " + a.old_path + " -> " + a.new_path);
   std::vector<uint8_t> file = delta_file_header(1);
   file.insert(file.end(), encoded->record.begin(), encoded->record.end());
-  RETURN_IF_ERROR(write_file_atomically(a.out_path, file));
+  // A new artifact: replaced atomically, so a reader never sees half a delta.
+  RETURN_IF_ERROR(
+      write_user_file(a.out_path, file, {UserWriteMode::kAtomicReplace, {a.old_path, a.new_path}}));
   const auto& h = encoded->header;
   const double bits =
       h.changed == 0 ? 0.0 : 8.0 * static_cast<double>(encoded->record.size()) / h.changed;
@@ -97,7 +101,11 @@ Status run_apply(const ApplyArgs& a) {
                             std::string(dtype_name(rec.header.dtype)) + " delta but --dtype is " +
                             std::string(dtype_name(dtype)));
   }
-  ASSIGN_OR_RETURN(auto target, read_whole_file(a.target_path));
+  // Opened (and checked: writable, not the delta, no journal file) before any work is done.
+  ASSIGN_OR_RETURN(
+      UserFileWriter out,
+      UserFileWriter::create(a.target_path, {UserWriteMode::kInPlace, {a.delta_path}}));
+  ASSIGN_OR_RETURN(auto target, read_whole_file(out.resolved_path()));
   const size_t es = dtype_size(dtype);
   if (target.size() != rec.header.range_elements * es) {
     return invalid_argument("'" + a.target_path + "' has " + std::to_string(target.size()) +
@@ -112,7 +120,9 @@ Status run_apply(const ApplyArgs& a) {
   o.pool = pool.get();
   auto report = apply_delta(rec, dest, o);
   if (!report.ok()) return report.status().with_context("'" + a.target_path + "' left unchanged");
-  RETURN_IF_ERROR(write_file_atomically(a.target_path, target));
+  // In place (user_file_writer.h): the target keeps its inode, links, mode and owner.
+  RETURN_IF_ERROR(out.write(target));
+  RETURN_IF_ERROR(out.commit());
   std::printf("%s: applied %llu changes, version %llu -> %llu, checksum %s verified\n",
               a.target_path.c_str(), static_cast<unsigned long long>(report->changed),
               static_cast<unsigned long long>(rec.header.base_version),
@@ -219,10 +229,10 @@ void register_delta_commands(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   e->add_option("--old", enc->old_path, "Raw file of the base version")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_regular_file());
   e->add_option("--new", enc->new_path, "Raw file of the new version")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_regular_file());
   e->add_option("-o,--output", enc->out_path, "Delta file to write (.wcd)")->required();
   e->add_option("--name", enc->name, "Tensor name stored in the record (default: NEW's file stem)");
   e->add_option("--base-version", enc->base_version, "Version of OLD")
@@ -246,10 +256,10 @@ void register_delta_commands(CLI::App& app, int& exit_code) {
   p->add_option("--dtype", app_args->dtype, "Element type of TARGET")->capture_default_str();
   p->add_option("--delta", app_args->delta_path, "Delta file (.wcd)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_regular_file());
   p->add_option("--target", app_args->target_path, "Raw file holding the base version")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_regular_file());
   p->add_option("--tensor", app_args->tensor, "Record to apply when the file holds several");
   p->add_option("--threads", app_args->threads, "Threads applying chunks")
       ->capture_default_str()
@@ -261,7 +271,7 @@ void register_delta_commands(CLI::App& app, int& exit_code) {
       "inspect", "Print a delta file's records: versions, checksums, chunks, sizes");
   i->add_option("delta", ins->delta_path, "Delta file (.wcd)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_regular_file());
   i->add_flag("--json", ins->json, "Print one JSON object");
   i->add_flag("--chunks", ins->chunks, "List every chunk");
   i->callback([ins, &exit_code] { exit_code = report(run_inspect(*ins)); });

@@ -6,6 +6,7 @@
 
 #include "src/cli/commands.h"
 #include "src/cli/number_flags.h"
+#include "src/cli/path_flags.h"
 #include "src/control/group_config.h"
 #include "src/control/group_init.h"
 #include "src/control/group_status.h"
@@ -27,7 +28,7 @@ void register_ranks(CLI::App* group, int& exit_code) {
       "ranks", "List the ranks of a group config (rank, role, host), after validating it");
   ranks->add_option("--config", *config_path, "Group config (YAML)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_regular_file());
   ranks->add_flag("--ids", *ids, "Print only the rank numbers, space separated");
   ranks->callback([config_path, ids, &exit_code] {
     auto config = load_group_config(*config_path);
@@ -115,7 +116,7 @@ void register_group_commands(CLI::App& app, int& exit_code) {
       "role, state, version held, transport, lag, last heartbeat)");
   status->add_option("--config", o->config, "Group config (YAML)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_regular_file());
   status->add_option("--key-file", o->key_file,
                      "CURVE key pair to connect with (default: curve.observer_key_file)");
   status->add_flag("--json", o->json, "Print JSON");

@@ -6,6 +6,7 @@
 
 #include "src/cli/commands.h"
 #include "src/cli/number_flags.h"
+#include "src/cli/path_flags.h"
 #include "src/control/group_config.h"
 #include "src/journal_tool.h"
 #include "transport/fs/retention.h"
@@ -30,7 +31,7 @@ void register_publish(CLI::App* journal, int& exit_code) {
       ->check(number_in<uint64_t>(0, kMaxVersion));
   p->add_option("--from", c->from, "MODEL.safetensors, or a model.safetensors.index.json of shards")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_regular_file());
   p->add_option("--anchor-every", c->anchor_every, "An anchor at least every N versions (0: never)")
       ->capture_default_str()
       ->check(number_in<uint64_t>(0, kMaxAnchorEvery));
@@ -74,9 +75,7 @@ void register_inspect(CLI::App* journal, int& exit_code) {
   auto* i = journal->add_subcommand(
       "inspect",
       "Print HEAD, the steps and the leases as JSON, or one step's manifest (--version)");
-  i->add_option("--root", *root, "Journal root directory")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+  i->add_option("--root", *root, "Journal root directory")->required()->check(existing_directory());
   auto* v = i->add_option("--version", *version, "A step to print")
                 ->check(number_in<uint64_t>(0, kMaxVersion));
   i->add_flag("--tensors", *tensors, "With --version: list every tensor");
@@ -98,9 +97,7 @@ void register_verify(CLI::App* journal, int& exit_code) {
       "verify",
       "Re-read and check everything: XXH3 of every part, every record, anchors' headers "
       "and index, then a replay from the oldest anchor to HEAD (exit 1 on any problem)");
-  c->add_option("--root", *root, "Journal root directory")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+  c->add_option("--root", *root, "Journal root directory")->required()->check(existing_directory());
   c->add_option("--threads", *threads, "Reader threads")
       ->capture_default_str()
       ->check(number_in<size_t>(1, kMaxThreads));
@@ -128,9 +125,7 @@ void register_materialize(CLI::App* journal, int& exit_code) {
   auto threads = std::make_shared<size_t>(4);
   auto* m = journal->add_subcommand(
       "materialize", "Rebuild a version (anchor + deltas, verified) as one safetensors file");
-  m->add_option("--root", *root, "Journal root directory")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+  m->add_option("--root", *root, "Journal root directory")->required()->check(existing_directory());
   auto* v = m->add_option("--version", *version, "Version to rebuild (default: HEAD)")
                 ->check(number_in<uint64_t>(0, kMaxVersion));
   m->add_option("--out", *out, "Output MODEL.safetensors (written atomically)")->required();
@@ -151,9 +146,7 @@ void register_gc(CLI::App* journal, int& exit_code) {
       "gc",
       "Remove steps older than the newest --keep-anchors anchors that no live lease needs, "
       "and expired leases");
-  g->add_option("--root", *root, "Journal root directory")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+  g->add_option("--root", *root, "Journal root directory")->required()->check(existing_directory());
   g->add_option("--keep-anchors", *keep, "Anchors to keep")
       ->capture_default_str()
       ->check(number_in<size_t>(1, kMaxRetainAnchors));

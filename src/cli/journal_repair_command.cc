@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "src/cli/commands.h"
+#include "src/cli/path_flags.h"
 #include "src/journal_repair.h"
 
 namespace weightcast::cli {
@@ -15,9 +16,7 @@ void register_journal_repair(CLI::App* journal, int& exit_code) {
       "Rebuild a missing or unreadable HEAD: the newest step that replays completely "
       "(anchor + deltas, every XXH3 and checksum verified) becomes HEAD; nothing else is "
       "written");
-  r->add_option("--root", *root, "Journal root directory")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+  r->add_option("--root", *root, "Journal root directory")->required()->check(existing_directory());
   r->add_option("--threads", *threads, "Reader threads")->capture_default_str();
   r->callback([root, threads, &exit_code] {
     auto done = journal_repair_head(*root, *threads, [](const std::string& line) {

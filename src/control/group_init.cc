@@ -6,11 +6,11 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "src/control/curve_keys.h"
 #include "src/control/group_config.h"
+#include "transport/user_file_writer.h"
 
 namespace weightcast {
 
@@ -107,21 +107,19 @@ Result<GroupInitResult> init_group(const GroupInitOptions& o) {
     }
     y << "}\n";
   }
-  // Written to a temp file and checked by the real loader before it replaces group.yaml.
-  const std::string temp = out.config_path + ".tmp";
-  {
-    std::ofstream f(temp, std::ios::trunc);
-    f << y.str();
-    if (!f) return io_error("cannot write " + temp);
-  }
-  auto check = load_group_config(temp);
+  // Checked by the real parser before it replaces group.yaml, which is then replaced
+  // atomically (UserFileWriter: a symlinked group.yaml is written at its target, its mode
+  // kept; a FIFO or read-only file there is refused).
+  const std::string text = y.str();
+  fs::path abs_dir = fs::absolute(o.dir, ec);
+  if (ec) abs_dir = o.dir;
+  auto check = parse_group_config(text, out.config_path, abs_dir.string());
   if (!check.ok()) {
-    fs::remove(temp, ec);
-    return internal_error("group init wrote a config its loader refuses: " +
+    return internal_error("group init produced a config its loader refuses: " +
                           check.status().message());
   }
-  fs::rename(temp, out.config_path, ec);
-  if (ec) return io_error("cannot rename " + temp + " to " + out.config_path + ": " + ec.message());
+  RETURN_IF_ERROR(write_user_file(
+      out.config_path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()}, {}));
   return out;
 }
 

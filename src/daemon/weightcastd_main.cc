@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 
 #include "src/cli/number_flags.h"
+#include "src/cli/path_flags.h"
 #include "src/control/coordinator.h"
 #include "src/control/group_config.h"
 #include "src/daemon/rank_roles.h"
@@ -43,7 +44,7 @@ int run(int argc, char** argv) {
   std::string level = "info";
   app.add_option("--config", config_path, "Group config (YAML; see docs/CONFIG.md)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(weightcast::cli::existing_regular_file());
   app.add_option("--rank", rank, "This process's rank in the config")
       ->required()
       ->check(number_in<uint32_t>(0, std::numeric_limits<uint32_t>::max()));
