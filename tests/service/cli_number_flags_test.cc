@@ -169,6 +169,17 @@ TEST_F(CliNumberFlags, DemoRefusesEveryOutOfRangeNumber) {
                                      {"", "--threads", {"0", "1025"}, ""}});
 }
 
+TEST_F(CliNumberFlags, GroupDemoRefusesEveryOutOfRangeNumber) {
+  check_flags(WEIGHTCAST_GROUP_DEMO_PATH, {{"", "--parameters", {"1023", "34359738369"}, ""},
+                                           {"", "--density", {"0", "0.51"}, ""},
+                                           {"", "--versions", {"0", "1000000001"}, ""},
+                                           {"", "--anchor-every", {"4294967296"}, ""},
+                                           {"", "--subscribers", {"257"}, ""},
+                                           {"", "--join-at", {"1000000001"}, ""},
+                                           {"", "--kill-at", {"1000000001"}, ""},
+                                           {"", "--timeout-s", {"0", "86401"}, ""}});
+}
+
 // `journal publish --version -1` used to store version 2^64-1, after which no version could
 // ever be published: it is refused and the journal is left as it was.
 TEST_F(CliNumberFlags, PublishOfVersionMinusOneLeavesTheJournalUnchanged) {
