@@ -31,4 +31,12 @@ inline CommandResult run_cli(const std::string& args) {
   return run_command(std::string(WEIGHTCAST_CLI_PATH) + " " + args);
 }
 
+// The CLI under a deadline, for commands that could block (a FIFO given as a file): one still
+// running after `seconds` is killed with SIGKILL and reads as exit code 137, so a hang fails the
+// test instead of blocking the suite.
+inline CommandResult run_cli_within(int seconds, const std::string& args) {
+  return run_command("timeout -s KILL " + std::to_string(seconds) + " " +
+                     std::string(WEIGHTCAST_CLI_PATH) + " " + args);
+}
+
 }  // namespace weightcast::testing
