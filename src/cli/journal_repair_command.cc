@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "src/cli/commands.h"
+#include "src/cli/number_flags.h"
 #include "src/cli/path_flags.h"
 #include "src/journal_repair.h"
 
@@ -17,7 +18,9 @@ void register_journal_repair(CLI::App* journal, int& exit_code) {
       "(anchor + deltas, every XXH3 and checksum verified) becomes HEAD; nothing else is "
       "written");
   r->add_option("--root", *root, "Journal root directory")->required()->check(existing_directory());
-  r->add_option("--threads", *threads, "Reader threads")->capture_default_str();
+  r->add_option("--threads", *threads, "Reader threads")
+      ->capture_default_str()
+      ->check(number_in<size_t>(1, kMaxThreads));
   r->callback([root, threads, &exit_code] {
     auto done = journal_repair_head(*root, *threads, [](const std::string& line) {
       std::fprintf(stderr, "weightcast: %s\n", line.c_str());

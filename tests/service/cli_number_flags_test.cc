@@ -54,6 +54,7 @@ std::vector<FlagCase> weightcast_flags() {
        "9223372036854775807"},
       {"journal materialize --root {D} --out {D}/m.safetensors", "--threads", {"0", "1025"}, "1"},
       {"journal gc --root {D}", "--keep-anchors", {"0", "4097"}, "4096"},
+      {"journal repair-head --root {D}", "--threads", {"0", "1025"}, ""},
       {init, "--publishers", {"0", "4096"}, ""},
       {init, "--subscribers", {"4095"}, ""},
       {init, "--anchor-every", {"4294967296"}, ""},
