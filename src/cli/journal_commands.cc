@@ -176,6 +176,7 @@ void register_journal_commands(CLI::App& app, int& exit_code) {
   register_verify(journal, exit_code);
   register_materialize(journal, exit_code);
   register_gc(journal, exit_code);
+  register_journal_repair(journal, exit_code);
 }
 
 }  // namespace weightcast::cli
