@@ -262,9 +262,6 @@ Result<std::vector<std::string>> journal_verify(
 Status journal_materialize(const std::string& root, std::optional<uint64_t> version,
                            const std::string& out, size_t threads,
                            const std::function<void(const std::string&)>& log) {
-  // Refused before the rebuild: an output inside the journal would replace one of its files.
-  const UserFileOptions output{UserWriteMode::kAtomicReplace, {}, {root}};
-  RETURN_IF_ERROR(check_user_output(out, output));
   ThreadPool pool(threads);
   JournalLayout layout(root);
   if (!version) {
@@ -272,6 +269,9 @@ Status journal_materialize(const std::string& root, std::optional<uint64_t> vers
     if (!head) return not_found("journal '" + root + "' has no HEAD (nothing published)");
     version = head->version();
   }
+  // Refused before the rebuild: an output inside the journal would replace one of its files.
+  const UserFileOptions output{UserWriteMode::kAtomicReplace, {}, {root}};
+  RETURN_IF_ERROR(check_user_output(out, output));
   std::vector<std::vector<uint8_t>> storage;
   std::vector<ReaderDestination> dests;
   RETURN_IF_ERROR(rebuild(root, *version, &pool, &storage, &dests, log));
