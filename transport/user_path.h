@@ -39,7 +39,8 @@ Status check_existing_path(const std::string& path);
 Status refuse_non_regular(const std::string& path, const struct stat& st);
 
 // An absolute path with symlinks resolved: realpath(3) of `path` when it exists, otherwise
-// realpath of its directory joined with its file name (the directory must exist).
+// realpath of its directory joined with its file name (the directory must exist). A dangling
+// symlink is refused rather than guessed through.
 Result<std::string> resolve_user_path(const std::string& path);
 
 // The journal root `dir` lies in: `dir` itself or its nearest ancestor that holds a journal

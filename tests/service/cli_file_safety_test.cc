@@ -213,6 +213,11 @@ TEST_F(CliFileSafety, FifoConfigIsRefusedWithoutBlocking) {
   const CommandResult r = cli("group ranks --config " + p("group.yaml"));
   EXPECT_TRUE(refused(r)) << r.output;
   EXPECT_TRUE(has(r, "'" + p("group.yaml") + "' is a FIFO, not a regular file")) << r.output;
+  const CommandResult d = weightcast::testing::run_command(
+      "timeout -s KILL " + std::to_string(kDeadlineS) + " " + WEIGHTCASTD_PATH + " --config " +
+      p("group.yaml") + " --rank 0");
+  EXPECT_TRUE(refused(d)) << d.output;
+  EXPECT_TRUE(has(d, "'" + p("group.yaml") + "' is a FIFO, not a regular file")) << d.output;
 }
 
 }  // namespace
