@@ -80,10 +80,14 @@ TEST_F(JournalRepairCli, RepairHeadRebuildsTheNewestCompleteStepKeepingTheIdenti
   EXPECT_EQ(head->version(), 4u);
   EXPECT_EQ(head->anchor_version(), 4u);  // anchors at 1 and 4 (--anchor-every 3)
 
-  // The journal works again from there: v5 is published anew (the damaged one was cleaned).
+  // The damaged v5 is left in place, uncommitted (verify says so), until the next writer
+  // removes it; the journal works again from v4.
   auto verify = run_cli("journal verify --root " + root());
-  EXPECT_EQ(verify.exit_code, 0) << verify.output;
+  EXPECT_EQ(verify.exit_code, 1) << verify.output;
+  EXPECT_NE(verify.output.find("uncommitted step"), std::string::npos) << verify.output;
   publish(5);
+  auto clean = run_cli("journal verify --root " + root());
+  EXPECT_EQ(clean.exit_code, 0) << clean.output;
   auto inspect = run_cli("journal inspect --root " + root());
   ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
   EXPECT_EQ(nlohmann::json::parse(inspect.output)["head"]["version"], 5);
