@@ -54,8 +54,8 @@ std::string CatchUpReader::divergence(const proto::JournalHead& head) const {
   if (head.journal_id() != held_journal_) {
     return "journal '" + layout_.root() + "' is another journal now (id " +
            (held_journal_.empty() ? std::string("none") : held_journal_) + " -> " +
-           (head.journal_id().empty() ? std::string("none") : head.journal_id()) +
-           "): version " + std::to_string(*held_) + " held from the old one";
+           (head.journal_id().empty() ? std::string("none") : head.journal_id()) + "): version " +
+           std::to_string(*held_) + " held from the old one";
   }
   if (*held_ > head.version()) {
     return "HEAD of journal '" + layout_.root() + "' went back to version " +
@@ -199,8 +199,8 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
   }
   if (!m.journal_id().empty() && !held_journal_.empty() && m.journal_id() != held_journal_) {
     return failed_precondition(what + " is a delta of journal " + m.journal_id() +
-                               ", the held version " + std::to_string(*held_) +
-                               " is of journal " + held_journal_);
+                               ", the held version " + std::to_string(*held_) + " is of journal " +
+                               held_journal_);
   }
   RETURN_IF_ERROR(check_destinations(m, what));
   // Everything is read and checked before the first byte is written.
