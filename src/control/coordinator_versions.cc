@@ -120,8 +120,11 @@ std::vector<OutgoingMessage> CoordinatorState::on_ack(Member& member, const prot
 std::vector<OutgoingMessage> CoordinatorState::on_nack(Member& member, const proto::Nack& nack,
                                                        TimePoint now) {
   set_result(nack.version(), member.rank, "nack");
+  // Not from an anchor: the subscriber's reader knows whether what it holds is intact (it
+  // drops a version it was writing into, and falls back to anchors on its own), so replaying
+  // deltas from the held version stays possible; a wrong checksum (on_ack) is another matter.
   auto out = move_to_catch_up(
-      member, "nacked version " + std::to_string(nack.version()) + ": " + nack.reason(), true);
+      member, "nacked version " + std::to_string(nack.version()) + ": " + nack.reason(), false);
   auto commits = try_commit(now);
   out.insert(out.end(), commits.begin(), commits.end());
   return out;
