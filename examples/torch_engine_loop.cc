@@ -1,5 +1,5 @@
 // weightcast_torch_engine --config group.yaml --rank R --until-version V [--timeout-s S]: an
-// inference engine that embeds the subscriber endpoint (DESIGN §1). It allocates the served
+// inference engine that embeds the subscriber endpoint. It allocates the served
 // bf16 weights of the tiny model (examples/torch_example_model.h, the trainer's names and
 // shapes), registers them, incl. the strided q/k/v views of the packed projection, and lets
 // versions arrive: the Subscriber pauses the engine around every copy into its tensors

@@ -1,5 +1,5 @@
 // weightcast_torch_trainer --config group.yaml --rank R --steps N [--lr X]: a trainer that
-// embeds the publisher endpoint (DESIGN §1). A tiny torch::nn language model is trained with
+// embeds the publisher endpoint. A tiny torch::nn language model is trained with
 // Adam on fp32 master weights; after every optimizer step the bf16 served copy (the tensors
 // registered with the Publisher, incl. the strided q/k/v views of the packed projection) is
 // refreshed and published as the next version.

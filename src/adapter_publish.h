@@ -1,5 +1,5 @@
 // Publishing a LoRA adapter the way engines load it (PEFT layout), compactly when its keys
-// repeat storages (DESIGN §1, the "compact duplicate LoRA adapter tensors" seed).
+// repeat storages (the "compact duplicate LoRA adapter tensors" seed).
 //
 // Representation rule: when the unique bytes are less than half the logical bytes, the
 // adapter is written as `adapter_model.bin`, a torch.save zip in which every alias points at

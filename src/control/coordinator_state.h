@@ -1,6 +1,6 @@
-// The coordinator's version state machine (DESIGN §6), without sockets or files: messages
-// and clock ticks go in, messages to send come out, so every rule is testable with a fake
-// clock (tests/control/coordinator_state_test.cc) and the loop around it (coordinator.h)
+// The coordinator's version state machine (docs/DECISIONS.md, "Rank group"), without sockets or
+// files: messages and clock ticks go in, messages to send come out, so every rule is testable with
+// a fake clock (tests/control/coordinator_state_test.cc) and the loop around it (coordinator.h)
 // only moves frames and reads the journal's HEAD.
 //
 // Rules:

@@ -1,6 +1,6 @@
-// The control plane's sockets (DESIGN §6): the coordinator binds a ROUTER (ControlServer),
-// every rank and `weightcast group status` connect a DEALER (ControlClient). One Envelope
-// per frame (messages.h).
+// The control plane's sockets (docs/DECISIONS.md, "Rank group"): the coordinator binds a ROUTER
+// (ControlServer), every rank and `weightcast group status` connect a DEALER (ControlClient). One
+// Envelope per frame (messages.h).
 //
 // Security: with CURVE enabled the server is a CURVE server with the coordinator's secret
 // key and a ZAP handler that admits only the configured public keys; a refused peer is

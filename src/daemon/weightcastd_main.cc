@@ -1,4 +1,4 @@
-// weightcastd --config group.yaml --rank R: one rank of a rank group (DESIGN §1). The role
+// weightcastd --config group.yaml --rank R: one rank of a rank group. The role
 // comes from the config: the coordinator, a publisher (without an embedding trainer it
 // publishes the config's synthetic demo model) or a subscriber (without an embedding engine
 // it holds the journal's tensors in its own memory and verifies every version).

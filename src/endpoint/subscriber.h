@@ -1,4 +1,4 @@
-// The subscriber endpoint an inference engine embeds (DESIGN §1): register the engine's
+// The subscriber endpoint an inference engine embeds: register the engine's
 // tensors (whole, shards, strided views of packed parameters), connect, and versions arrive.
 //
 // For every Offer (and every Recover, and a Welcome naming a newer head) a worker brings a

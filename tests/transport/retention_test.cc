@@ -1,6 +1,7 @@
-// Retention of the journal (DESIGN §7 invariant 3): what garbage collection keeps (the newest
-// anchors and every step after the oldest kept one, HEAD and its anchor always, every step a
-// live lease needs) and what it must never do (act without HEAD, trust an unreadable lease).
+// Retention of the journal (nothing acked is lost: every committed version can be rebuilt): what
+// garbage collection keeps (the newest anchors and every step after the oldest kept one, HEAD and
+// its anchor always, every step a live lease needs) and what it must never do (act without HEAD,
+// trust an unreadable lease).
 #include <gtest/gtest.h>
 
 #include <fstream>

@@ -1,7 +1,7 @@
-// The publication protocol of a journal root (DESIGN §5, invariant 2): a step is written
-// under .staging/, its files and directory fsynced, renamed into the root, the root fsynced,
-// and only then HEAD replaced (atomically, the same way). A crash at any instant leaves HEAD
-// naming the previous complete version or the new one; what a crashed writer left behind
+// The publication protocol of a journal root (docs/FORMATS.md, "Filesystem journal"): a step is
+// written under .staging/, its files and directory fsynced, renamed into the root, the root
+// fsynced, and only then HEAD replaced (atomically, the same way). A crash at any instant leaves
+// HEAD naming the previous complete version or the new one; what a crashed writer left behind
 // (staging directories, a renamed step HEAD never named) is removed when the next writer
 // takes the root.
 #pragma once
