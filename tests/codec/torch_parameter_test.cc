@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/codec/pickle_asm.h"
+#include "tests/codec/torch_parameter_pickle.h"
 #include "tests/test_bytes.h"
 
 namespace weightcast {
@@ -18,20 +19,11 @@ namespace {
 using testing::Asm;
 using testing::Bytes;
 using testing::from_hex;
+using testing::kParameterPickle;
 
-// data.pkl of `torch.save({'w': torch.nn.Parameter(torch.ones(3))}, f)`, byte for byte as
-// torch 2.15 writes it: _rebuild_parameter(_rebuild_tensor_v2(<storage>, 0, (3,), (1,), False,
-// OrderedDict()), True, OrderedDict()), the second OrderedDict global a BINGET of the first.
-constexpr std::string_view kParameterPickle =
-    "80027d7100580100000077710163746f7263682e5f7574696c730a5f72656275696c645f706172616d657465720a"
-    "710263746f7263682e5f7574696c730a5f72656275696c645f74656e736f725f76320a71032828580700000073"
-    "746f72616765710463746f7263680a466c6f617453746f726167650a71055801000000307106580300000063707"
-    "571074b03747108514b004b038571094b0185710a8963636f6c6c656374696f6e730a4f726465726564446963"
-    "740a710b2952710c74710d52710e88680b2952710f877110527111732e";
-
-// The same program with two Parameters (the second reuses memoised globals and tuples), and
-// below with _rebuild_parameter_with_state, from Python's protocol-2 pickler over the same
-// reduce tuples.
+// kParameterPickle's program (tests/codec/torch_parameter_pickle.h) with two Parameters (the second
+// reuses memoised globals and tuples), and below with _rebuild_parameter_with_state, from Python's
+// protocol-2 pickler over the same reduce tuples.
 constexpr std::string_view kTwoParametersPickle =
     "80027d710028580100000077710163746f7263682e5f7574696c730a5f72656275696c645f706172616d657465"
     "720a710263746f7263682e5f7574696c730a5f72656275696c645f74656e736f725f76320a710328285807000000"

@@ -1,4 +1,5 @@
 #include "tests/fuzz/torch_fuzz_seeds.h"
+#include "tests/codec/torch_parameter_pickle.h"
 #include "tests/test_bytes.h"
 
 #include <cstring>
@@ -14,6 +15,7 @@ namespace {
 
 using testing::Bytes;
 using testing::bytes_of;
+using testing::kParameterPickle;
 using testing::sink_into;
 
 Bytes zip_of(const std::vector<std::pair<std::string, Bytes>>& records, bool zip64 = false) {
@@ -57,15 +59,6 @@ constexpr std::string_view kStateDictPickle =
     "6803282868046805580100000031710f68074b01747110514b004b018571114b0185711289680029527113747114"
     "527115757d711658090000005f6d657461646174617117680029527118580000000071197d711a58070000007665"
     "7273696f6e711b4b01737373622e";
-
-// data.pkl of `torch.save({'w': torch.nn.Parameter(torch.ones(3))})`: _rebuild_parameter over
-// a _rebuild_tensor_v2 (tests/codec/torch_parameter_test.cc).
-constexpr std::string_view kParameterPickle =
-    "80027d7100580100000077710163746f7263682e5f7574696c730a5f72656275696c645f706172616d657465720a"
-    "710263746f7263682e5f7574696c730a5f72656275696c645f74656e736f725f76320a71032828580700000073"
-    "746f72616765710463746f7263680a466c6f617453746f726167650a71055801000000307106580300000063707"
-    "571074b03747108514b004b038571094b0185710a8963636f6c6c656374696f6e730a4f726465726564446963"
-    "740a710b2952710c74710d52710e88680b2952710f877110527111732e";
 
 Bytes artifact(std::span<const TorchStorage> storages, std::span<const TorchTensorRef> tensors,
                bool zip64) {

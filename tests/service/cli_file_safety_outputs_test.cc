@@ -21,17 +21,12 @@ namespace fs = std::filesystem;
 using weightcast::DType;
 using weightcast::TensorBytesView;
 using weightcast::testing::CommandResult;
+using weightcast::testing::has;
+using weightcast::testing::refused;
 using weightcast::testing::run_cli_within;
 using weightcast::testing_util::contents;
 using weightcast::testing_util::mode_of;
 using weightcast::testing_util::put;
-
-bool refused(const CommandResult& r) {
-  return r.exit_code > 0 && r.exit_code != 137;
-}
-bool has(const CommandResult& r, const std::string& text) {
-  return r.output.find(text) != std::string::npos;
-}
 
 class CliFileSafetyOutputs : public ::testing::Test {
  protected:

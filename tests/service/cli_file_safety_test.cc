@@ -18,6 +18,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using weightcast::testing::CommandResult;
+using weightcast::testing::has;
+using weightcast::testing::refused;
 using weightcast::testing::run_cli_within;
 using weightcast::testing_util::contents;
 using weightcast::testing_util::inode_of;
@@ -25,15 +27,6 @@ using weightcast::testing_util::mode_of;
 using weightcast::testing_util::put;
 
 constexpr int kDeadlineS = 20;  // a FIFO that blocks reads as exit code 137
-
-// Exited with an error of its own, rather than being killed at the deadline.
-bool refused(const CommandResult& r) {
-  return r.exit_code > 0 && r.exit_code != 137;
-}
-
-bool has(const CommandResult& r, const std::string& text) {
-  return r.output.find(text) != std::string::npos;
-}
 
 class CliFileSafety : public ::testing::Test {
  protected:

@@ -26,6 +26,17 @@ inline CommandResult run_command(const std::string& command) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, std::move(out)};
 }
 
+// The command exited with an error of its own, rather than being killed at a deadline
+// (run_cli_within's SIGKILL reads as 137).
+inline bool refused(const CommandResult& r) {
+  return r.exit_code > 0 && r.exit_code != 137;
+}
+
+// What the command printed contains `text`.
+inline bool has(const CommandResult& r, const std::string& text) {
+  return r.output.find(text) != std::string::npos;
+}
+
 // The weightcast CLI built with the tests.
 inline CommandResult run_cli(const std::string& args) {
   return run_command(std::string(WEIGHTCAST_CLI_PATH) + " " + args);

@@ -81,8 +81,13 @@ Result<std::vector<uint64_t>> CatchUpReader::anchors_at_or_below(
 }
 
 Result<CatchUpPlan> CatchUpReader::plan(std::optional<uint64_t> target) const {
-  CatchUpPlan plan;
   ASSIGN_OR_RETURN(const proto::JournalHead h, head());
+  return plan_at(h, target);
+}
+
+Result<CatchUpPlan> CatchUpReader::plan_at(const proto::JournalHead& h,
+                                           std::optional<uint64_t> target) const {
+  CatchUpPlan plan;
   plan.target = h.version();
   if (target && *target > plan.target) {
     return not_found("version " + std::to_string(*target) + " is not committed in journal '" +
@@ -269,7 +274,7 @@ Result<CatchUpReport> CatchUpReader::catch_up(std::optional<uint64_t> target) {
     log("reloading from an anchor: " + why);
     held_.reset();
   }
-  ASSIGN_OR_RETURN(auto first, plan(target));
+  ASSIGN_OR_RETURN(auto first, plan_at(h, target));
   const uint64_t goal = first.target;
   // Whatever way this call ends, the lease it wrote must not outlive it: a lease left behind
   // would pin every step from its version until it expires.

@@ -104,6 +104,8 @@ class CatchUpReader {
 
  private:
   Result<proto::JournalHead> head() const;
+  // plan() against a HEAD already read (catch_up reads it once for both uses).
+  Result<CatchUpPlan> plan_at(const proto::JournalHead& head, std::optional<uint64_t> target) const;
   // Why the held version is not one of the journal whose HEAD is `head` (empty: it is).
   std::string divergence(const proto::JournalHead& head) const;
   Result<std::vector<uint64_t>> anchors_at_or_below(uint64_t target,
