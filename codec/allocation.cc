@@ -1,5 +1,6 @@
 #include "codec/allocation.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <string>
@@ -20,6 +21,12 @@ uint64_t physical_memory_bytes() {
   const long page_size = ::sysconf(_SC_PAGE_SIZE);
   if (pages <= 0 || page_size <= 0) return 0;
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+}
+
+uint64_t process_peak_rss_bytes() {
+  struct rusage usage {};
+  if (::getrusage(RUSAGE_SELF, &usage) != 0 || usage.ru_maxrss <= 0) return 0;
+  return static_cast<uint64_t>(usage.ru_maxrss) * 1024;  // KiB on Linux
 }
 
 }  // namespace weightcast

@@ -30,6 +30,11 @@ Result<std::vector<uint8_t>> allocate_bytes(size_t n, std::string_view what);
 // Installed RAM of this host in bytes (0 when the system does not say).
 uint64_t physical_memory_bytes();
 
+// This process's peak resident set size in bytes so far: getrusage(RUSAGE_SELF).ru_maxrss,
+// which Linux gives in KiB (0 when the system does not say). What the benches report as a
+// rank's peak RSS (`weightcast bench group`, docs/PERFORMANCE.md).
+uint64_t process_peak_rss_bytes();
+
 // Runs `make()` (which allocates `bytes` in all) and returns what it built, or
 // allocation_failure(bytes, what) when it throws std::bad_alloc or std::length_error.
 template <typename Make>

@@ -43,4 +43,9 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
                                 const ApplyOptions& options,
                                 const uint8_t* device_record = nullptr);
 
+// revert_delta (delta_apply.h) of a CUDA destination: decodes the record's chunks again on the
+// GPU, subtracts their differences and writes the raw chunks' saved bits back.
+[[nodiscard]] Status revert_delta(const DeltaRecordView& record, const TensorRef& dest,
+                                  const ApplyUndo& undo, const ApplyOptions& options);
+
 }  // namespace weightcast::cuda_codec

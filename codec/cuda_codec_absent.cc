@@ -31,4 +31,9 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef&,
   return absent(record.header.name);
 }
 
+Status revert_delta(const DeltaRecordView& record, const TensorRef&, const ApplyUndo&,
+                    const ApplyOptions&) {
+  return absent(record.header.name);
+}
+
 }  // namespace weightcast::cuda_codec

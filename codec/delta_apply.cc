@@ -90,19 +90,23 @@ class ChunkApplier {
     }
   }
 
-  // Restores the bytes a successful apply(c) changed.
-  void revert(uint32_t c, const ChunkOutcome& done) const {
-    if (!done.applied) return;
+  // Restores the bytes a successful apply(c) changed; false when it cannot (a raw chunk
+  // without its undo, a chunk that no longer decodes).
+  bool revert(uint32_t c, const ChunkOutcome& done) const {
+    if (!done.applied) return true;
     const uint64_t start = h_.range_offset + uint64_t{h_.chunk_elements} * c;
     if (done.raw) {
       for (size_t k = 0; k < done.undo_positions.size(); ++k) {
         store(start + done.undo_positions[k], done.undo_bits[k]);
       }
-      return;
+      return true;
     }
     thread_local DecodedChunk chunk;
-    // The chunk decoded cleanly moments ago from the same immutable bytes.
-    if (!decode_chunk(rec_.chunks[c], h_.chunk_length(c), es_, &chunk, "revert").ok()) return;
+    // The chunk decoded cleanly when it was applied, from the same immutable bytes.
+    if (!decode_chunk(rec_.chunks[c], h_.chunk_length(c), es_, &chunk, "revert").ok()) {
+      return false;
+    }
+    if (chunk.mode == ChunkMode::kRaw) return false;  // its old bits were not kept
     if (addr_.contiguous()) {
       const int64_t first_pos = static_cast<int64_t>(dest_first_) - static_cast<int64_t>(start);
       const uint64_t count = dest_end_ - dest_first_;
@@ -111,13 +115,14 @@ class ChunkApplier {
       kernels::dispatch(es_, [&]<typename U>() {
         kernels::revert_values<U>(base_, pos, val, chunk.changed, first_pos, count);
       });
-      return;
+      return true;
     }
     for (uint32_t k = 0; k < chunk.changed; ++k) {
       const uint64_t g = start + chunk.positions[k];
       if (g < dest_first_ || g >= dest_end_) continue;
       store(g, (load(g) - diff_from_value(chunk.values[k], w_)) & mask_);
     }
+    return true;
   }
 
  private:
@@ -255,10 +260,53 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
     failure = target_mismatch(h, report.checksum, expected_target);
   }
   if (!failure.ok()) {
-    for_chunks(o.pool, c0, c1, [&](uint32_t c) { applier.revert(c, outcomes[c - c0]); });
+    for_chunks(o.pool, c0, c1, [&](uint32_t c) { (void)applier.revert(c, outcomes[c - c0]); });
     return failure;
   }
+  if (o.undo != nullptr) {
+    o.undo->raw.clear();
+    for (uint32_t c = c0; c < c1; ++c) {
+      ChunkOutcome& out = outcomes[c - c0];
+      if (!out.raw) continue;
+      o.undo->raw.push_back({c, std::move(out.undo_positions), std::move(out.undo_bits)});
+    }
+  }
   return report;
+}
+
+Status revert_delta(const DeltaRecordView& record, const TensorRef& dest, const ApplyUndo& undo,
+                    const ApplyOptions& o) {
+  if (dest.memory == MemoryKind::kCuda) return cuda_codec::revert_delta(record, dest, undo, o);
+  const DeltaRecordHeader& h = record.header;
+  RETURN_IF_ERROR(dest.validate());
+  const uint64_t first = o.dest_first_element.value_or(h.range_offset);
+  const ChunkApplier applier(record, dest, first);
+  const uint32_t c0 = applier.first_chunk(), c1 = applier.end_chunk();
+  std::vector<ChunkOutcome> done(c1 - c0);
+  for (auto& d : done) d.applied = true;
+  for (const auto& raw : undo.raw) {
+    if (raw.chunk < c0 || raw.chunk >= c1 || raw.positions.size() != raw.bits.size()) {
+      return invalid_argument("tensor '" + h.name + "': undo of raw chunk " +
+                              std::to_string(raw.chunk) + " does not belong to this apply");
+    }
+    ChunkOutcome& d = done[raw.chunk - c0];
+    d.raw = true;
+    d.undo_positions = raw.positions;
+    d.undo_bits = raw.bits;
+  }
+  std::vector<uint8_t> reverted(c1 - c0, 1);
+  for_chunks(o.pool, c0, c1, [&](uint32_t c) {
+    if (record.chunks[c].empty()) return;
+    reverted[c - c0] = applier.revert(c, done[c - c0]) ? 1 : 0;
+  });
+  for (uint32_t c = c0; c < c1; ++c) {
+    if (reverted[c - c0] == 0) {
+      return data_loss("tensor '" + h.name + "' chunk " + std::to_string(c) +
+                       ": cannot be reverted (a raw chunk without its undo, or bytes that no "
+                       "longer decode)");
+    }
+  }
+  return ok_status();
 }
 
 }  // namespace weightcast

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "codec/delta_format.h"
 #include "codec/status.h"
@@ -22,6 +23,18 @@
 namespace weightcast {
 
 class ThreadPool;
+
+// What undoing a successful apply needs besides the record: the old bits of the elements that
+// raw chunks overwrote (the other chunks hold differences, which revert by subtraction). About
+// the size of the record's raw chunks; empty when the record has none.
+struct ApplyUndo {
+  struct RawChunk {
+    uint32_t chunk = 0;
+    std::vector<uint32_t> positions;  // in the chunk, of the elements written
+    std::vector<uint32_t> bits;       // their bits before the apply
+  };
+  std::vector<RawChunk> raw;  // ascending chunk order
+};
 
 struct ApplyOptions {
   // C() of the destination's current contents over the elements it covers, when the caller
@@ -35,6 +48,9 @@ struct ApplyOptions {
   std::optional<uint64_t> part_base_checksum;
   std::optional<uint64_t> part_target_checksum;
   ThreadPool* pool = nullptr;
+  // When set, a successful apply fills it so that revert_delta can undo it later (after
+  // another tensor of the same version failed).
+  ApplyUndo* undo = nullptr;
 };
 
 struct ApplyReport {
@@ -62,5 +78,13 @@ Status target_mismatch(const DeltaRecordHeader& header, uint64_t checksum, uint6
 // message names the tensor, the chunk or the checksums involved.
 Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& dest,
                                 const ApplyOptions& options = {});
+
+// Undoes a successful apply_delta(record, dest, options with undo = &undo) on a destination
+// nothing else wrote since: the destination holds its bytes from before that apply again.
+// Options as for the apply (dest_first_element; pool). The caller verifies the result (the
+// destination's checksum must be the record's base again); an error (a chunk that no longer
+// decodes, a raw chunk without undo, a CUDA failure) leaves the destination undefined.
+[[nodiscard]] Status revert_delta(const DeltaRecordView& record, const TensorRef& dest,
+                                  const ApplyUndo& undo, const ApplyOptions& options = {});
 
 }  // namespace weightcast

@@ -10,185 +10,44 @@
 //  4. on the host: the new checksum must equal the target (and a whole destination must see
 //     the record's change count); otherwise revert (one block per chunk) undoes every write.
 #include <cuda_runtime.h>
-#include <cub/block/block_reduce.cuh>
 
 #include <cstring>
 #include <vector>
 
-#include "codec/checksum.h"
-#include "codec/chunk_decode_hd.h"
-#include "codec/cuda/cuda_support.h"
+#include "codec/cuda/cuda_apply_kernels.cuh"
 #include "codec/cuda_codec.h"
-#include "codec/value_packing.h"
 
 namespace weightcast::cuda_codec {
+
+using namespace apply_kernels;
+
 namespace {
 
-constexpr int kApplyThreads = 128;
-constexpr unsigned long long kNoError = ~0ull;
-
-// One non-empty chunk of the record that holds destination elements.
-struct ChunkJob {
-  uint64_t payload_offset;  // of the chunk's bytes in the device copy
-  uint64_t payload_bytes;
-  uint64_t global_start;    // global index of the chunk's element 0
-  uint64_t scratch_offset;  // of its positions/values (and undo) in scratch, in elements
-  uint32_t length;
-  uint32_t chunk;
-};
-
-struct JobResult {
-  unsigned long long checksum_change;
-  unsigned long long written;
-  uint32_t changed;  // the chunk header's count (after decoding)
-  uint8_t mode;
-};
-
-struct Destination {
-  uint8_t* base;  // first element
-  DeviceView view;
-  uint64_t first;  // global index of element 0
-  uint64_t count;
-};
-
-__global__ void decode_chunks_kernel(const uint8_t* payload, const ChunkJob* jobs, uint32_t n_jobs,
-                                     unsigned elem_size, uint32_t* positions, uint32_t* values,
-                                     JobResult* results, unsigned long long* decode_error) {
-  const uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= n_jobs) return;
-  const ChunkJob job = jobs[j];
-  hd::ChunkHead head;
-  const hd::ChunkDecodeError e = hd::decode_chunk_hd(
-      payload + job.payload_offset, job.payload_bytes, job.length, elem_size, job.length,
-      positions + job.scratch_offset, values + job.scratch_offset, &head);
-  results[j].changed = head.changed;
-  results[j].mode = head.mode;
-  if (e != hd::kDecodeOk) atomicMin(decode_error, (static_cast<unsigned long long>(j) << 8) | e);
-}
-
-template <typename U>
-__device__ inline U* element_at(const Destination& d, uint64_t global) {
-  return reinterpret_cast<U*>(d.base) + d.view.offset_of(global - d.first);
-}
-
-template <typename U>
-__global__ void apply_chunks_kernel(const uint8_t* payload, const ChunkJob* jobs,
-                                    const uint32_t* positions, const uint32_t* values, U* undo,
-                                    Destination d, JobResult* results,
-                                    const unsigned long long* decode_error,
-                                    unsigned long long* apply_error) {
-  if (*decode_error != kNoError) return;  // a corrupt chunk: nothing is written anywhere
-  constexpr unsigned w = sizeof(U) * 8;
-  using Reduce = cub::BlockReduce<unsigned long long, kApplyThreads>;
-  __shared__ typename Reduce::TempStorage tmp;
-  const ChunkJob job = jobs[blockIdx.x];
-  const JobResult r = results[blockIdx.x];
-  const uint64_t end = d.first + d.count;
-  unsigned long long sum = 0, written = 0;
-  if (static_cast<ChunkMode>(r.mode) == ChunkMode::kRaw) {
-    const uint8_t* raw = payload + job.payload_offset + kChunkHeaderBytes;
-    for (uint32_t p = threadIdx.x; p < job.length; p += blockDim.x) {
-      const uint64_t g = job.global_start + p;
-      if (g < d.first || g >= end) continue;
-      U* at = element_at<U>(d, g);
-      const U old = *at;
-      U now;
-      memcpy(&now, raw + uint64_t{p} * sizeof(U), sizeof(U));
-      undo[job.scratch_offset + p] = old;
-      if (now == old) continue;
-      *at = now;
-      sum += checksum_change(g, old, now, sizeof(U));
-      ++written;
+// The old bits of every destination element of the raw chunks (the apply kernel saved them
+// in the undo scratch), copied to the host for a later revert_delta.
+Status keep_raw_undo(const std::vector<ChunkJob>& jobs, const JobResult* results,
+                     const uint8_t* undo, size_t es, Workspace& ws, const std::string& who,
+                     ApplyUndo* out) {
+  out->raw.clear();
+  std::vector<uint8_t> bytes;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (static_cast<ChunkMode>(results[j].mode) != ChunkMode::kRaw) continue;
+    bytes.resize(size_t{jobs[j].length} * es);
+    WC_CUDA_TRY(cudaMemcpyAsync(bytes.data(), undo + jobs[j].scratch_offset * es, bytes.size(),
+                                cudaMemcpyDeviceToHost, ws.stream()),
+                who);
+    RETURN_IF_ERROR(ws.sync(who + " (undo of raw chunks)"));
+    ApplyUndo::RawChunk raw;
+    raw.chunk = jobs[j].chunk;
+    for (uint32_t p = 0; p < jobs[j].length; ++p) {
+      uint32_t v = 0;
+      std::memcpy(&v, bytes.data() + size_t{p} * es, es);
+      raw.positions.push_back(p);
+      raw.bits.push_back(v);
     }
-  } else {
-    const uint32_t* pos = positions + job.scratch_offset;
-    const uint32_t* val = values + job.scratch_offset;
-    for (uint32_t k = threadIdx.x; k < r.changed; k += blockDim.x) {
-      const uint64_t g = job.global_start + pos[k];
-      if (g < d.first || g >= end) continue;
-      U* at = element_at<U>(d, g);
-      const U old = *at;
-      const U now = static_cast<U>(old + static_cast<U>(diff_from_value(val[k], w)));
-      *at = now;
-      sum += checksum_change(g, old, now, sizeof(U));
-      ++written;
-    }
-  }
-  const unsigned long long block_sum = Reduce(tmp).Sum(sum);
-  __syncthreads();
-  const unsigned long long block_written = Reduce(tmp).Sum(written);
-  if (threadIdx.x == 0) {
-    results[blockIdx.x].checksum_change = block_sum;
-    results[blockIdx.x].written = block_written;
-    const bool whole_chunk = job.global_start >= d.first && job.global_start + job.length <= end;
-    if (static_cast<ChunkMode>(r.mode) == ChunkMode::kRaw && whole_chunk &&
-        block_written != r.changed) {
-      atomicMin(apply_error,
-                (static_cast<unsigned long long>(blockIdx.x) << 8) | hd::kRawChangeCountMismatch);
-    }
-  }
-}
-
-template <typename U>
-__global__ void revert_chunks_kernel(const ChunkJob* jobs, const uint32_t* positions,
-                                     const uint32_t* values, const U* undo, Destination d,
-                                     const JobResult* results) {
-  constexpr unsigned w = sizeof(U) * 8;
-  const ChunkJob job = jobs[blockIdx.x];
-  const JobResult r = results[blockIdx.x];
-  const uint64_t end = d.first + d.count;
-  if (static_cast<ChunkMode>(r.mode) == ChunkMode::kRaw) {
-    for (uint32_t p = threadIdx.x; p < job.length; p += blockDim.x) {
-      const uint64_t g = job.global_start + p;
-      if (g >= d.first && g < end) *element_at<U>(d, g) = undo[job.scratch_offset + p];
-    }
-    return;
-  }
-  const uint32_t* pos = positions + job.scratch_offset;
-  const uint32_t* val = values + job.scratch_offset;
-  for (uint32_t k = threadIdx.x; k < r.changed; k += blockDim.x) {
-    const uint64_t g = job.global_start + pos[k];
-    if (g < d.first || g >= end) continue;
-    U* at = element_at<U>(d, g);
-    *at = static_cast<U>(*at - static_cast<U>(diff_from_value(val[k], w)));
-  }
-}
-
-template <typename U>
-Status launch_apply(bool revert, const uint8_t* payload, const ChunkJob* jobs, uint32_t n_jobs,
-                    const uint32_t* positions, const uint32_t* values, uint8_t* undo,
-                    const Destination& d, JobResult* results,
-                    const unsigned long long* decode_error, unsigned long long* apply_error,
-                    const Workspace& ws, const std::string& who) {
-  if (revert) {
-    revert_chunks_kernel<U><<<n_jobs, kApplyThreads, 0, ws.stream()>>>(
-        jobs, positions, values, reinterpret_cast<const U*>(undo), d, results);
-    WC_CUDA_LAUNCHED("revert_chunks_kernel", who);
-  } else {
-    apply_chunks_kernel<U><<<n_jobs, kApplyThreads, 0, ws.stream()>>>(
-        payload, jobs, positions, values, reinterpret_cast<U*>(undo), d, results, decode_error,
-        apply_error);
-    WC_CUDA_LAUNCHED("apply_chunks_kernel", who);
+    out->raw.push_back(std::move(raw));
   }
   return ok_status();
-}
-
-Status launch_apply_any(size_t es, bool revert, const uint8_t* payload, const ChunkJob* jobs,
-                        uint32_t n_jobs, const uint32_t* positions, const uint32_t* values,
-                        uint8_t* undo, const Destination& d, JobResult* results,
-                        const unsigned long long* decode_error, unsigned long long* apply_error,
-                        const Workspace& ws, const std::string& who) {
-  switch (es) {
-    case 1:
-      return launch_apply<uint8_t>(revert, payload, jobs, n_jobs, positions, values, undo, d,
-                                   results, decode_error, apply_error, ws, who);
-    case 2:
-      return launch_apply<uint16_t>(revert, payload, jobs, n_jobs, positions, values, undo, d,
-                                    results, decode_error, apply_error, ws, who);
-    default:
-      return launch_apply<uint32_t>(revert, payload, jobs, n_jobs, positions, values, undo, d,
-                                    results, decode_error, apply_error, ws, who);
-  }
 }
 
 }  // namespace
@@ -207,30 +66,10 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
   ASSIGN_OR_RETURN(ws, Workspace::get(dest.device, who));
 
   // The chunks holding destination elements, and where their bytes and scratch go.
-  const uint32_t c0 = static_cast<uint32_t>((req.first - h.range_offset) / h.chunk_elements);
-  const uint32_t c1 =
-      req.count == 0
-          ? c0
-          : static_cast<uint32_t>((req.first + req.count - 1 - h.range_offset) / h.chunk_elements) +
-                1;
-  std::vector<ChunkJob> jobs;
-  const uint8_t* record_start = nullptr;
-  uint64_t scratch_elements = 0, span_end = 0;
-  for (uint32_t c = c0; c < c1; ++c) {
-    const auto& bytes = record.chunks[c];
-    if (bytes.empty()) continue;
-    if (record_start == nullptr) record_start = bytes.data();
-    ChunkJob job{};
-    job.payload_offset = static_cast<uint64_t>(bytes.data() - record_start);
-    job.payload_bytes = bytes.size();
-    job.global_start = h.range_offset + uint64_t{h.chunk_elements} * c;
-    job.scratch_offset = scratch_elements;
-    job.length = h.chunk_length(c);
-    job.chunk = c;
-    scratch_elements += job.length;
-    span_end = job.payload_offset + job.payload_bytes;
-    jobs.push_back(job);
-  }
+  const ChunkPlan plan = plan_chunk_jobs(record, req.first, req.count);
+  const std::vector<ChunkJob>& jobs = plan.jobs;
+  const uint8_t* record_start = plan.record_start;
+  const uint64_t scratch_elements = plan.scratch_elements;
 
   // 1. Refuse a wrong base before anything is written.
   uint64_t current = 0;
@@ -257,7 +96,7 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
   // Device copies of the chunk bytes (unless given), the jobs, and scratch.
   uint8_t *payload = nullptr, *per_chunk = nullptr, *host = nullptr, *positions = nullptr,
           *values = nullptr, *undo = nullptr;
-  const uint64_t payload_bytes = span_end;
+  const uint64_t payload_bytes = plan.payload_bytes;
   if (device_record != nullptr) {
     // The chunks lie back to back after the record's header and chunk table.
     uint64_t first_job_offset = record.payload_offset;
@@ -350,6 +189,7 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
     RETURN_IF_ERROR(ws->sync(who + " (revert)"));
     return failure;
   }
+  if (o.undo != nullptr) RETURN_IF_ERROR(keep_raw_undo(jobs, results, undo, es, *ws, who, o.undo));
   return report;
 }
 

@@ -13,24 +13,15 @@
 
 #include "codec/byte_io.h"
 #include "codec/cuda_codec.h"
+#include "tests/codec/cuda_test_util.h"
 #include "tests/codec/test_data.h"
 #include "weightcast/config.h"
-
-#if WEIGHTCAST_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
 
 namespace weightcast {
 namespace {
 
 using testing::perturb;
 using testing::random_bytes;
-
-#define SKIP_WITHOUT_GPU()                                                                  \
-  do {                                                                                      \
-    std::string why;                                                                        \
-    if (!cuda_codec::device_usable(&why)) GTEST_SKIP() << "no usable CUDA device: " << why; \
-  } while (0)
 
 EncodeOptions options_for(DType dtype, uint32_t chunk, uint32_t modes) {
   EncodeOptions o;
@@ -46,34 +37,7 @@ EncodeOptions options_for(DType dtype, uint32_t chunk, uint32_t modes) {
 }
 
 #if WEIGHTCAST_HAVE_CUDA
-// Device memory holding a copy of `bytes` (plus `pad` bytes before, to test unaligned views).
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(const std::vector<uint8_t>& bytes, size_t pad = 0) : size_(bytes.size()) {
-    EXPECT_EQ(cudaMalloc(&base_, size_ + pad + 16), cudaSuccess);
-    data_ = static_cast<uint8_t*>(base_) + pad;
-    EXPECT_EQ(cudaMemcpy(data_, bytes.data(), size_, cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  ~DeviceBuffer() { cudaFree(base_); }
-  uint8_t* data() const { return data_; }
-  std::vector<uint8_t> read() const {
-    std::vector<uint8_t> out(size_);
-    EXPECT_EQ(cudaMemcpy(out.data(), data_, size_, cudaMemcpyDeviceToHost), cudaSuccess);
-    return out;
-  }
-  TensorRef view(DType dtype, const std::string& name = "dev") const {
-    TensorRef r =
-        TensorRef::contiguous(name, dtype, data_, static_cast<int64_t>(size_ / dtype_size(dtype)));
-    r.memory = MemoryKind::kCuda;
-    r.device = 0;
-    return r;
-  }
-
- private:
-  void* base_ = nullptr;
-  uint8_t* data_ = nullptr;
-  size_t size_;
-};
+using testing::DeviceBuffer;
 
 std::vector<uint8_t> u16s(std::initializer_list<uint16_t> v) {
   std::vector<uint8_t> out;

@@ -1,4 +1,4 @@
-// Staging tensors that live in CUDA memory (src/endpoint/tensor_staging.h): on a GPU, a
+// Staging tensors that live in CUDA memory (transport/tensor_staging.h): on a GPU, a
 // contiguous bf16 tensor and strided views of a packed [E, R, C] parameter (every other
 // expert, a column slice, one column, a transposed expert) round-trip through gather
 // (device to host: the uploaded bytes) and scatter (host to device: read back, elements
@@ -14,7 +14,7 @@
 
 #include "codec/tensor_ref.h"
 #include "codec/thread_pool.h"
-#include "src/endpoint/tensor_staging.h"
+#include "transport/tensor_staging.h"
 #include "weightcast/config.h"
 
 #if WEIGHTCAST_HAVE_CUDA

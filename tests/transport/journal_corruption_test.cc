@@ -78,14 +78,16 @@ class JournalCorruption : public ::testing::Test {
   }
 
   // After damage to delta 5 (naming `culprit`): a fresh reader cannot reach 5 and says why
-  // with `code`, holding nothing; a reader at 4 falls back to anchor 6 and reaches HEAD.
+  // with `code`, holding the last verified version on its way (4: a step is all or nothing);
+  // a reader at 4 falls back to anchor 6 and reaches HEAD.
   void expect_delta5_refused_and_bypassed(const std::string& culprit, StatusCode code) {
     auto fresh = reader_at(std::nullopt);
     auto failed = fresh->reader->catch_up(5);
     ASSERT_FALSE(failed.ok());
     EXPECT_EQ(failed.status().code(), code) << failed.status().to_string();
     EXPECT_TRUE(contains(failed.status().message(), culprit)) << failed.status().to_string();
-    EXPECT_FALSE(fresh->reader->held().has_value());
+    EXPECT_EQ(fresh->reader->held(), std::optional<uint64_t>(4));
+    EXPECT_EQ(testing::held_mismatch(*fresh->reader, fresh->storage, kSeed), "");
 
     auto at4 = reader_at(4);
     auto report = at4->reader->catch_up();
@@ -251,7 +253,8 @@ TEST_F(JournalCorruption, CorruptHeadIsNamedAndChangesNothing) {
 // A delta whose record and manifest agree on a target checksum the changes do not produce:
 // apply fails after earlier tensors of the step were already written, so the destinations
 // are between versions, and the reader must not claim any version.
-TEST_F(JournalCorruption, FailedDeltaApplyNeverLeavesAnUnverifiedHeldVersion) {
+// A version is all or nothing: the tensors applied before the one that fails are reverted.
+TEST_F(JournalCorruption, FailedDeltaApplyRevertsTheTensorsAlreadyApplied) {
   const std::string manifest_path = layout_.manifest(5);
   auto m = read_manifest_file(manifest_path);
   ASSERT_TRUE(m.ok());
@@ -283,13 +286,15 @@ TEST_F(JournalCorruption, FailedDeltaApplyNeverLeavesAnUnverifiedHeldVersion) {
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), StatusCode::kChecksumMismatch) << failed.status().to_string();
   EXPECT_TRUE(contains(failed.status().message(), "quant.codes")) << failed.status().to_string();
-  EXPECT_FALSE(at4->reader->held().has_value());
-  // The destinations really are between versions: tensor 0 moved to 5, the victim did not.
-  JournalTestModel v4(kSeed), v5(kSeed);
+  EXPECT_TRUE(contains(failed.status().message(), "were reverted")) << failed.status().to_string();
+  // Every tensor holds version 4 again, byte for byte, and the reader says so.
+  EXPECT_EQ(at4->reader->held(), std::optional<uint64_t>(4));
+  JournalTestModel v4(kSeed);
   v4.advance_to(4);
-  v5.advance_to(5);
-  EXPECT_EQ(at4->storage[0], v5.bytes(0));
-  EXPECT_EQ(at4->storage[victim], v4.bytes(victim));
+  for (size_t i = 0; i < at4->storage.size(); ++i) {
+    EXPECT_EQ(at4->storage[i], v4.bytes(i)) << "tensor " << i;
+  }
+  EXPECT_EQ(testing::held_mismatch(*at4->reader, at4->storage, kSeed), "");
 
   // HEAD is still reachable around the forged step, through anchor 6.
   auto report = at4->reader->catch_up();

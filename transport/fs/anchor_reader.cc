@@ -216,6 +216,34 @@ Status read_anchor(const std::string& dir, const proto::StepManifest& m,
       pool);
 }
 
+Status read_anchor_tensors(const std::string& dir, const proto::StepManifest& m,
+                           std::span<const size_t> indices,
+                           std::span<const std::span<uint8_t>> dests, ThreadPool* pool) {
+  ASSIGN_OR_RETURN(const AnchorLayout layout, index_manifest(m));
+  if (dests.size() != indices.size()) {
+    return invalid_argument("read_anchor_tensors: " + std::to_string(dests.size()) +
+                            " destinations for " + std::to_string(indices.size()) + " tensors");
+  }
+  std::vector<int64_t> slot(m.tensors_size(), -1);
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const size_t i = indices[k];
+    if (i >= slot.size() || slot[i] >= 0 || dests[k].size() != m.tensors(i).bytes()) {
+      return invalid_argument("read_anchor_tensors: tensor " + std::to_string(i) +
+                              " is out of range, repeated, or does not fit " +
+                              std::to_string(dests[k].size()) + " bytes");
+    }
+    slot[i] = static_cast<int64_t>(k);
+  }
+  return read_tensors(
+      dir, m, layout, std::vector<size_t>(indices.begin(), indices.end()),
+      [&](size_t e) {
+        const int64_t i = layout.extent_tensor[e];
+        return dests[slot[i]].subspan(m.extents(e).offset() - m.tensors(i).offset(),
+                                      m.extents(e).bytes());
+      },
+      pool);
+}
+
 namespace {
 
 // The shard's safetensors header parses and places exactly the manifest's tensors of shard

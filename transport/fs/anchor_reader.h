@@ -53,6 +53,12 @@ Status read_anchor_tensor(const std::string& dir, const proto::StepManifest& man
 Status read_anchor(const std::string& dir, const proto::StepManifest& manifest,
                    std::span<const std::span<uint8_t>> dests, ThreadPool* pool = nullptr);
 
+// Reads the tensors `indices` (distinct) into dests[k] (manifest.tensors(indices[k])'s bytes),
+// as read_anchor does for all of them.
+Status read_anchor_tensors(const std::string& dir, const proto::StepManifest& manifest,
+                           std::span<const size_t> indices,
+                           std::span<const std::span<uint8_t>> dests, ThreadPool* pool = nullptr);
+
 // Re-reads every extent of every shard and checks: the manifest (validate_anchor_manifest),
 // file sizes, XXH3s, that each shard's safetensors header parses and agrees with the manifest
 // (names, dtypes, shapes, offsets), every tensor's checksum, and that the index json names

@@ -9,6 +9,7 @@
 #include "codec/delta_manifest.h"
 #include "codec/tensor_bytes.h"
 #include "codec/tensor_ref.h"
+#include "transport/fs/anchor_in_place.h"
 #include "transport/fs/anchor_reader.h"
 #include "transport/fs/delta_step.h"
 #include "transport/fs/journal_files.h"
@@ -36,7 +37,34 @@ CatchUpReader::CatchUpReader(std::string root, std::vector<ReaderDestination> de
     : layout_(std::move(root)),
       destinations_(std::move(destinations)),
       options_(std::move(options)),
-      checksums_(destinations_.size(), 0) {}
+      checksums_(destinations_.size(), 0) {
+  for (auto& d : destinations_) {
+    TensorRef ref = d.view;
+    if (ref.data != nullptr) {
+      d.dtype = ref.dtype;
+      d.shape = ref.shape;
+    } else {
+      ref = TensorRef{};
+      ref.dtype = d.dtype;
+      ref.shape = d.shape;
+      ref.data = d.bytes.data();
+    }
+    ref.name = d.name;
+    refs_.push_back(std::move(ref));
+  }
+}
+
+void CatchUpReader::open_write_window(uint64_t version) {
+  if (window_open_) return;
+  window_open_ = true;
+  if (options_.before_write) options_.before_write(version);
+}
+
+void CatchUpReader::close_write_window() {
+  if (!window_open_ || !held_) return;
+  window_open_ = false;
+  if (options_.after_write) options_.after_write(*held_);
+}
 
 void CatchUpReader::log(const std::string& line) const {
   if (options_.log) options_.log(line);
@@ -133,7 +161,7 @@ Status CatchUpReader::check_destinations(const proto::StepManifest& m,
     }
     auto numel = shape_numel(d.shape, "tensor '" + d.name + "'");
     if (!numel.ok()) return numel.status();
-    if (d.bytes.size() != *numel * dtype_size(d.dtype)) {
+    if (d.view.data == nullptr && d.bytes.size() != *numel * dtype_size(d.dtype)) {
       return invalid_argument("destination of '" + d.name + "' has " +
                               std::to_string(d.bytes.size()) + " bytes, the tensor needs " +
                               std::to_string(*numel * dtype_size(d.dtype)));
@@ -147,15 +175,17 @@ Status CatchUpReader::load_anchor(uint64_t version) {
   ASSIGN_OR_RETURN(auto m, read_manifest_file(layout_.manifest(version)));
   if (m.kind() != proto::STEP_ANCHOR) return data_loss(what + " is not an anchor");
   RETURN_IF_ERROR(check_destinations(m, what));
+  RETURN_IF_ERROR(validate_anchor_manifest(m));
   held_.reset();
-  std::vector<std::span<uint8_t>> dests;
-  for (const auto& d : destinations_) dests.push_back(d.bytes);
-  RETURN_IF_ERROR(read_anchor(layout_.step(version), m, dests, options_.pool));
+  open_write_window(version);
+  RETURN_IF_ERROR(read_anchor_in_place(layout_.step(version), m, refs_, options_.pool,
+                                       kAnchorStagingBytes, &bytes_written_));
   for (size_t i = 0; i < destinations_.size(); ++i) {
     checksums_[i] = m.tensors(static_cast<int>(i)).checksum();
   }
   held_ = version;
   held_journal_ = m.journal_id().empty() ? head_journal_ : m.journal_id();
+  close_write_window();
   return ok_status();
 }
 
@@ -179,78 +209,6 @@ Status CatchUpReader::apply_delta_step(uint64_t version) {
   return apply_delta_manifest(m, dir, [&](size_t index) { return read_delta_part(dir, m, index); });
 }
 
-Status CatchUpReader::apply_delta_from(const proto::StepManifest& delta,
-                                       std::vector<std::vector<uint8_t>> stored_parts,
-                                       const std::string& source) {
-  RETURN_IF_ERROR(check_manifest(delta, source));
-  if (stored_parts.size() != static_cast<size_t>(delta.parts_size())) {
-    return data_loss(source + ": " + std::to_string(stored_parts.size()) +
-                     " parts arrived, its manifest lists " + std::to_string(delta.parts_size()));
-  }
-  return apply_delta_manifest(delta, source, [&](size_t index) {
-    return check_delta_part(std::move(stored_parts[index]), delta, index,
-                            source + " part " + std::to_string(index));
-  });
-}
-
-Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const std::string& what,
-                                           const PartLoader& load_part) {
-  const uint64_t version = m.version();
-  if (m.kind() != proto::STEP_DELTA || m.base_version() + 1 != version) {
-    return data_loss(what + " is not a delta on version " + std::to_string(version - 1));
-  }
-  if (!held_ || *held_ != m.base_version()) {
-    return failed_precondition(what + " applies to version " + std::to_string(m.base_version()));
-  }
-  if (!m.journal_id().empty() && !held_journal_.empty() && m.journal_id() != held_journal_) {
-    return failed_precondition(what + " is a delta of journal " + m.journal_id() +
-                               ", the held version " + std::to_string(*held_) + " is of journal " +
-                               held_journal_);
-  }
-  RETURN_IF_ERROR(check_destinations(m, what));
-  // Everything is read and checked before the first byte is written.
-  std::map<uint32_t, std::vector<uint8_t>> parts;
-  std::vector<std::pair<size_t, DeltaRecordView>> records;
-  for (size_t i = 0; i < destinations_.size(); ++i) {
-    const auto& t = m.tensors(static_cast<int>(i));
-    if (!t.changed()) {
-      if (t.checksum() != checksums_[i]) {
-        return data_loss(what + ": unchanged tensor '" + t.name() +
-                         "' lists a checksum other than the held one");
-      }
-      continue;
-    }
-    if (!parts.contains(t.part())) {
-      ASSIGN_OR_RETURN(parts[t.part()], load_part(t.part()));
-    }
-    std::span<const uint8_t> bytes(parts[t.part()]);
-    auto record = parse_delta_record(bytes.subspan(t.offset(), t.bytes()));
-    if (!record.ok()) {
-      return data_loss(what + ": record of '" + t.name() + "': " + record.status().message());
-    }
-    const DeltaRecordHeader& h = record->header;
-    if (h.name != t.name() || h.base_version != m.base_version() || h.target_version != version ||
-        h.target_checksum != t.checksum() || record->record_bytes != t.bytes()) {
-      return data_loss(what + ": record of '" + t.name() + "' disagrees with the manifest");
-    }
-    records.emplace_back(i, std::move(*record));
-  }
-  held_.reset();  // from here on the destinations may be between versions
-  for (auto& [i, record] : records) {
-    const auto& d = destinations_[i];
-    const int64_t count = static_cast<int64_t>(d.bytes.size() / dtype_size(d.dtype));
-    ApplyOptions a;
-    a.current_checksum = checksums_[i];
-    a.pool = options_.pool;
-    auto applied =
-        apply_delta(record, TensorRef::contiguous(d.name, d.dtype, d.bytes.data(), count), a);
-    if (!applied.ok()) return applied.status();
-    checksums_[i] = applied->checksum;
-  }
-  held_ = version;
-  return ok_status();
-}
-
 Status CatchUpReader::run_deltas(uint64_t from_exclusive, uint64_t target, CatchUpReport* report) {
   for (uint64_t v = from_exclusive + 1; v <= target && v > from_exclusive; ++v) {
     if (!options_.lease_holder.empty()) {
@@ -266,6 +224,7 @@ Status CatchUpReader::run_deltas(uint64_t from_exclusive, uint64_t target, Catch
 
 Result<CatchUpReport> CatchUpReader::catch_up(std::optional<uint64_t> target) {
   const double t0 = now_s();
+  const uint64_t written_before = bytes_written_;
   CatchUpReport report;
   ASSIGN_OR_RETURN(const proto::JournalHead h, head());
   head_journal_ = h.journal_id();
@@ -287,19 +246,25 @@ Result<CatchUpReport> CatchUpReader::catch_up(std::optional<uint64_t> target) {
     }
   } lease_release{this};
   Status last = ok_status();
+  // A verified version the destinations hold after a chain failed (a failed delta is
+  // reverted): an anchor at or below it would replay the same deltas, so only newer ones are
+  // tried, and failing those the destinations keep it.
+  std::optional<uint64_t> keep;
   if (!first.anchor) {
     last = run_deltas(*held_, goal, &report);
     if (last.ok()) {
       report.version = goal;
+      report.bytes_written = bytes_written_ - written_before;
       report.seconds = now_s() - t0;
       return report;
     }
     report.fallbacks.push_back("deltas from held version: " + last.message());
     log("falling back to an anchor: " + last.message());
-    held_.reset();
+    keep = held_;
   }
   ASSIGN_OR_RETURN(auto anchors, anchors_at_or_below(goal, &report.fallbacks));
   for (const uint64_t a : anchors) {
+    if (keep && a <= *keep) break;
     if (!options_.lease_holder.empty()) {
       RETURN_IF_ERROR(
           write_lease(layout_, options_.lease_holder, a, unix_now_ms(), options_.lease_ttl_ms));
@@ -313,7 +278,7 @@ Result<CatchUpReport> CatchUpReader::catch_up(std::optional<uint64_t> target) {
     if (last.ok()) break;
     report.fallbacks.push_back("anchor " + std::to_string(a) + ": " + last.message());
     log("anchor " + std::to_string(a) + " failed, trying an older one: " + last.message());
-    held_.reset();
+    if (held_) keep = held_;
   }
   if (!held_ || *held_ != goal) {
     std::string all;
@@ -323,6 +288,7 @@ Result<CatchUpReport> CatchUpReader::catch_up(std::optional<uint64_t> target) {
                       layout_.root() + "':" + (all.empty() ? " no anchor" : all));
   }
   report.version = goal;
+  report.bytes_written = bytes_written_ - written_before;
   report.seconds = now_s() - t0;
   return report;
 }

@@ -3,10 +3,19 @@
 // A+1..V", verifying every part's XXH3 and every tensor's checksum on the way, and follows new
 // versions as they are committed.
 //
+// The destinations are written in place (the engine's own memory when they are its tensors):
+// a delta's records are applied straight into them (codec/delta_apply.h), an anchor is read
+// into them (transport/fs/anchor_in_place.h). Only record bytes are staged.
+//
 // Guarantees: a destination set is only ever reported as holding version v (held()) when
-// every tensor's checksum equals v's manifest. A failure in the middle of a step leaves
-// held() empty (the contents are then undefined) and the reader recovers by loading an
-// anchor; a bad anchor (corrupt, truncated, missing) makes it fall back to the previous one.
+// every tensor's checksum equals v's manifest. A delta version is all or nothing: everything
+// is read and checked (part XXH3s, manifest, record headers) before the first write, and when
+// a tensor fails after writes began (a target mismatch, a chunk that does not decode, a CUDA
+// error) every tensor already applied in that version is reverted and verified, so held()
+// stays the base version. Only when a revert itself fails, or an anchor fails while loading,
+// is held() left empty (the contents are then undefined); the reader then recovers by loading
+// an anchor, and a bad anchor (corrupt, truncated, missing) makes it fall back to the
+// previous one.
 //
 // The held version is that of one journal (held_journal_id(), HEAD's journal_id when it was
 // reached). When HEAD names another journal (the root was wiped and recreated) or a version
@@ -22,8 +31,10 @@
 #include <string>
 #include <vector>
 
+#include "codec/delta_apply.h"
 #include "codec/dtype.h"
 #include "codec/status.h"
+#include "codec/tensor_ref.h"
 #include "transport/fs/journal_layout.h"
 #include "weightcast/journal.pb.h"
 
@@ -31,12 +42,15 @@ namespace weightcast {
 
 class ThreadPool;
 
-// Where one tensor of the model lives in the reader's process: contiguous host bytes.
+// Where one tensor of the model lives in the reader's process: contiguous host `bytes`, or,
+// when view.data is set, `view` (host or CUDA memory, any strides: a packed parameter's
+// slice); the view's dtype and shape are then the destination's.
 struct ReaderDestination {
   std::string name;
   DType dtype = DType::kBF16;
   std::vector<int64_t> shape;
   std::span<uint8_t> bytes;
+  TensorRef view{};
 };
 
 struct CatchUpOptions {
@@ -47,7 +61,14 @@ struct CatchUpOptions {
   std::function<void(const std::string&)> log;  // a line per step loaded and per fallback
   // Read as if HEAD were this instead of the root's HEAD file (repair-head replays a
   // candidate version before it writes HEAD).
-  std::optional<proto::JournalHead> assume_head;
+  std::optional<proto::JournalHead> assume_head{};
+  // The window in which the destinations are written (on the calling thread): before_write(v)
+  // right before the first byte of version v is written (everything was read and checked),
+  // after_write(h) once they hold verified version h again (v, or the base after a revert).
+  // While they hold no version (an anchor failed while loading) the window stays open: the
+  // next write does not call before_write again, and after_write comes when a version is held.
+  std::function<void(uint64_t version)> before_write{};
+  std::function<void(uint64_t held)> after_write{};
 };
 
 struct CatchUpPlan {
@@ -61,6 +82,7 @@ struct CatchUpReport {
   uint64_t version = 0;
   uint64_t anchors_loaded = 0;
   uint64_t deltas_applied = 0;
+  uint64_t bytes_written = 0;          // into the destinations (reverts included)
   std::vector<std::string> fallbacks;  // why a plan was abandoned
   double seconds = 0;
 };
@@ -81,6 +103,15 @@ class CatchUpReader {
 
   // The plan from the held version to `target` (default: HEAD's version).
   Result<CatchUpPlan> plan(std::optional<uint64_t> target = {}) const;
+
+  // Takes the destinations as holding `version` (an engine that loaded its weights itself)
+  // once every tensor's checksum, computed from their memory, equals that version's manifest.
+  // On a mismatch (kChecksumMismatch naming the first tensor that differs) or a version the
+  // journal no longer has, nothing is held: the next catch_up loads an anchor.
+  Status adopt(uint64_t version);
+
+  // Bytes written into the destinations so far (anchors, deltas, reverts).
+  uint64_t bytes_written() const { return bytes_written_; }
 
   // Executes plans until the destinations hold `target` (default: HEAD's version), falling
   // back to older anchors as needed. Fails (naming every plan tried) only when no anchor
@@ -116,16 +147,27 @@ class CatchUpReader {
   using PartLoader = std::function<Result<std::vector<uint8_t>>(size_t index)>;
   Status apply_delta_manifest(const proto::StepManifest& m, const std::string& what,
                               const PartLoader& load_part);
+  // After some records of a version failed (done[k] their outcomes): reverts the applied
+  // ones and checks every touched tensor is back at its held checksum.
+  Status revert_applied(std::span<const std::pair<size_t, DeltaRecordView>> records,
+                        std::span<const ApplyUndo> undo,
+                        std::span<const std::optional<Result<ApplyReport>>> done,
+                        uint64_t* written);
   Status run_deltas(uint64_t from_exclusive, uint64_t target, CatchUpReport* report);
+  void open_write_window(uint64_t version);
+  void close_write_window();
   void log(const std::string& line) const;
 
   JournalLayout layout_;
   std::vector<ReaderDestination> destinations_;
+  std::vector<TensorRef> refs_;  // where each destination's elements are written
   CatchUpOptions options_;
   std::optional<uint64_t> held_;
   std::string held_journal_;
   std::string head_journal_;  // HEAD's journal_id as catch_up last read it
   std::vector<uint64_t> checksums_;
+  uint64_t bytes_written_ = 0;
+  bool window_open_ = false;
 };
 
 }  // namespace weightcast

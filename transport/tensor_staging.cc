@@ -1,4 +1,4 @@
-#include "src/endpoint/tensor_staging.h"
+#include "transport/tensor_staging.h"
 
 #include <cstring>
 #include <functional>
@@ -9,7 +9,7 @@
 #include "weightcast/config.h"
 
 #if WEIGHTCAST_HAVE_CUDA
-#include "src/endpoint/tensor_staging_cuda.h"
+#include "transport/tensor_staging_cuda.h"
 #endif
 
 namespace weightcast {

@@ -1,12 +1,13 @@
 // Copies between a TensorRef (whole, shard, or strided view of a packed parameter, in host or
 // CUDA device memory) and a contiguous row-major staging buffer of its elements in host
-// memory. The endpoints stage every tensor: the publisher reads the trainer's weights once
-// into its buffer (after which the trainer may change them again), the subscriber writes the
-// engine's weights only from a staging copy whose checksums were verified.
+// memory. The publisher reads the trainer's weights once into its buffer (after which the
+// trainer may change them again); the journal reader (transport/fs/catch_up_reader.h) writes
+// anchor tensors that it cannot pread in place (strided or CUDA views) from a verified
+// staging copy of a bounded size.
 //
 // CUDA tensors (memory == MemoryKind::kCuda, `device` = ordinal) are staged only in builds
 // with the CUDA toolkit (WEIGHTCAST_HAVE_CUDA); the copies then go through pinned host
-// staging (src/endpoint/tensor_staging_cuda.h) and need a usable GPU to run. Every call
+// staging (transport/tensor_staging_cuda.h) and need a usable GPU to run. Every call
 // returns before it does and leaves the calling thread's current CUDA device as it found it.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Built only with the CUDA toolkit (src/CMakeLists.txt). Plain C++ on the CUDA runtime API.
-#include "src/endpoint/tensor_staging_cuda.h"
+#include "transport/tensor_staging_cuda.h"
 
 #include <cuda_runtime.h>
 
@@ -13,7 +13,7 @@
 
 #include "codec/copy_planner.h"
 #include "codec/thread_pool.h"
-#include "src/endpoint/tensor_staging.h"
+#include "transport/tensor_staging.h"
 #include "transport/copy_executor_cuda.h"
 
 namespace weightcast {

@@ -1,4 +1,4 @@
-// The CUDA half of tensor staging (src/endpoint/tensor_staging.h), defined only in builds
+// The CUDA half of tensor staging (transport/tensor_staging.h), defined only in builds
 // with the CUDA toolkit (WEIGHTCAST_HAVE_CUDA; tensor_staging_cuda.cc). Callers go through
 // gather_tensor(s)/scatter_tensor, which check every view (check_stageable, buffer sizes)
 // before calling here; these functions assume that was done.
