@@ -119,7 +119,6 @@ Status Coordinator::poll_journal() {
   offer.set_version(head.version());
   offer.set_anchor(manifest->kind() == proto::STEP_ANCHOR);
   for (auto& c : checksums) *offer.add_checksums() = std::move(c);
-  offer.set_transport("fs");
   offer.set_journal_id(head.journal_id());
   return send_all(state_.on_offer(offer, now));
 }

@@ -46,11 +46,15 @@ void CoordinatorState::nccl_ended(const std::optional<NcclEpoch>& ended, const s
   }
 }
 
-void CoordinatorState::nccl_hello(const Member& member, const proto::Hello& hello,
-                                  std::vector<OutgoingMessage>& out) {
+bool nccl_listed(const std::vector<std::string>& transports) {
+  return std::find(transports.begin(), transports.end(), kNcclPath) != transports.end();
+}
+
+void CoordinatorState::nccl_hello(const Member& member, std::vector<OutgoingMessage>& out) {
   if (!settings_.nccl) return;
-  const bool can = std::find(hello.transports().begin(), hello.transports().end(), "nccl") !=
-                   hello.transports().end();
+  // A member of epochs when its paths include nccl (its Hello listed it, and the config does
+  // not put the journal first), so that its offers carry the epoch's descriptor.
+  const bool can = nccl_listed(member.paths);
   const std::string who = "rank " + std::to_string(member.rank);
   if (can) {
     nccl_ended(nccl_.joined(member.rank, member.role == proto::ROLE_PUBLISHER),
@@ -66,7 +70,15 @@ void CoordinatorState::nccl_gone(uint32_t rank, const std::string& why,
 }
 
 void CoordinatorState::nccl_mark_offer(uint32_t rank, proto::Offer& offer) const {
-  if (!nccl_.over_nccl(rank, offer.nccl_epoch())) offer.clear_nccl_epoch();
+  auto& descriptors = *offer.mutable_live_descriptors();
+  auto it = descriptors.find(std::string(kNcclPath));
+  if (it == descriptors.end()) return;
+  const std::optional<uint64_t> epoch = nccl_descriptor_epoch(it->second);
+  if (!epoch || !nccl_.over_nccl(rank, *epoch)) descriptors.erase(it);
+}
+
+void CoordinatorState::nccl_acked(const proto::Ack& ack) {
+  if (ack.transport() == kNcclPath) nccl_.carried();
 }
 
 void CoordinatorState::nccl_after_offer(uint64_t version, TimePoint now,
@@ -119,8 +131,7 @@ std::vector<OutgoingMessage> CoordinatorState::on_nccl_report(Member& member,
       }
     } else {
       // It could not make or join a communicator: it falls back until its next Hello.
-      nccl_ended(nccl_.left(member.rank),
-                 why + " (it takes the " + member.transport + " path until it says hello again)",
+      nccl_ended(nccl_.left(member.rank), why + " (it goes without nccl until it says hello again)",
                  out);
     }
     return out;

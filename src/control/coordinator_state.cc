@@ -36,6 +36,12 @@ std::string_view event_kind_name(CoordinatorEvent::Kind kind) {
   return "?";
 }
 
+std::string paths_text(const std::vector<std::string>& paths) {
+  std::string text;
+  for (const auto& p : paths) text += (text.empty() ? "" : ",") + p;
+  return text;
+}
+
 CoordinatorSettings CoordinatorSettings::from_config(const proto::GroupConfig& config) {
   CoordinatorSettings s;
   s.group_id = config.group_id();
@@ -46,7 +52,7 @@ CoordinatorSettings CoordinatorSettings::from_config(const proto::GroupConfig& c
   s.dead_after = std::chrono::milliseconds(config.timeouts().dead_after_ms());
   s.ack_timeout = std::chrono::milliseconds(config.timeouts().ack_timeout_ms());
   for (const auto& r : config.ranks()) s.roles[r.rank()] = r.role();
-  s.nccl = std::find(s.transports.begin(), s.transports.end(), "nccl") != s.transports.end();
+  s.nccl = nccl_listed(s.transports);
   if (config.nccl().timeout_ms() > 0) {
     s.nccl_timeout = std::chrono::milliseconds(config.nccl().timeout_ms());
   }
@@ -195,16 +201,16 @@ std::vector<OutgoingMessage> CoordinatorState::on_hello(const std::string& peer,
                        " in group '" + settings_.group_id + "'",
                    true, rank)};
   }
-  std::string transport;
+  std::vector<std::string> paths;
   for (const auto& t : settings_.transports) {
-    if (t == "nccl") continue;  // an overlay of epochs (nccl_epochs.h), never a rank's only path
-    if (std::find(hello.transports().begin(), hello.transports().end(), t) !=
+    if (std::find(hello.transports().begin(), hello.transports().end(), t) ==
         hello.transports().end()) {
-      transport = t;
-      break;
+      continue;
     }
+    paths.push_back(t);
+    if (t == kJournalPath) break;  // it carries every version: nothing after it is needed
   }
-  if (transport.empty()) {
+  if (paths.empty()) {
     std::string configured;
     for (const auto& t : settings_.transports) configured += (configured.empty() ? "" : ",") + t;
     return {refuse(peer, protocol,
@@ -236,7 +242,7 @@ std::vector<OutgoingMessage> CoordinatorState::on_hello(const std::string& peer,
   member.role = hello.role();
   member.peer = peer;
   member.protocol = protocol;
-  member.transport = transport;
+  member.paths = paths;
   member.last_heard = now;
   member.host = hello.host();
   member.pid = hello.pid();
@@ -254,12 +260,12 @@ std::vector<OutgoingMessage> CoordinatorState::on_hello(const std::string& peer,
   w.set_committed_version(committed_.value_or(0));
   w.set_has_anchor(anchor_.has_value());
   w.set_anchor_version(anchor_.value_or(0));
-  w.set_transport(transport);
+  for (const auto& p : paths) w.add_transports(p);
   w.set_journal_root(settings_.journal_root);
   w.set_journal_id(journal_id_);
 
   std::vector<OutgoingMessage> out;
-  nccl_hello(member, hello, out);
+  nccl_hello(member, out);
   if (hello.role() == proto::ROLE_SUBSCRIBER) {
     // Holding the head means holding a verified copy of it (a subscriber only reports a
     // version whose checksums matched), so it counts as that version's ack.
@@ -271,7 +277,7 @@ std::vector<OutgoingMessage> CoordinatorState::on_hello(const std::string& peer,
     if (at_head && head_) member.acked = *head_;
     w.set_plan(at_head ? "live" : "catch_up");
     event(CoordinatorEvent::Kind::kJoined, rank, member.held.value_or(0),
-          who + " joined " + (at_head ? "live" : "to catch up") + " over " + transport);
+          who + " joined " + (at_head ? "live" : "to catch up") + " over " + paths_text(paths));
     out.insert(out.begin(), {peer, std::move(e)});
     auto commits = try_commit(now);
     out.insert(out.end(), commits.begin(), commits.end());
@@ -344,7 +350,7 @@ proto::StatusReply CoordinatorState::status(TimePoint now) const {
                                                     : "dead");
     ms.set_holds_version(m.held.has_value());
     ms.set_held_version(m.held.value_or(0));
-    ms.set_transport(m.transport);
+    if (!m.paths.empty()) ms.set_transport(m.paths.front());
     if (head_ && m.held && *m.held <= *head_) ms.set_lag(*head_ - *m.held);
     ms.set_last_heartbeat_ms_ago(
         std::chrono::duration_cast<std::chrono::milliseconds>(now - m.last_heard).count());

@@ -5,11 +5,13 @@
 //
 // Rules:
 //  * Hello: the highest protocol both speak (none in common: refused, naming both ranges);
-//    the rank must be in the config with that role; the first transport of the config's
-//    preference order the rank can use is chosen. A subscriber holding the head is live,
-//    any other is sent to catch up from the journal.
+//    the rank must be in the config with that role; its paths (Welcome.transports) are the
+//    config's transports its Hello lists too, in the config's order, up to "fs" (none:
+//    refused). A subscriber holding the head is live, any other is sent to catch up from the
+//    journal.
 //  * Offer (from a publisher, or found in the journal): recorded with its checksums and sent
-//    to every subscriber that is not dead.
+//    to every subscriber that is not dead, with the live descriptors of the paths it was
+//    given (an opaque map by path name; the nccl one also only to its epoch's members).
 //  * A version is committed when every live subscriber acked it, or a later version, with
 //    checksums equal to the offer's. Commits are a watermark: committing v commits all
 //    versions before it. With no live subscriber a version commits when offered.
@@ -23,8 +25,8 @@
 //    is ready, and an offer the publisher broadcasts in that epoch reaches the epoch's
 //    subscribers marked with it. A member leaving, dying or restarting, a failed report, or
 //    a formation past nccl.timeout_ms ends the epoch (members are told to abort); a rank that
-//    failed to make or join one takes the fs/ucx path until its next Hello. The transport a
-//    Welcome names is never nccl: it is the path used whenever no epoch carries a version.
+//    failed to make or join one takes its other paths until its next Hello. Versions no
+//    epoch carries go by a rank's other paths, the journal last.
 //  * A message from a rank the coordinator does not know (it restarted) gets a non-fatal
 //    Refuse asking for a Hello; a restarted coordinator so rebuilds membership from Hellos
 //    and its head from the journal.
@@ -43,6 +45,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/control/nccl_epochs.h"
@@ -64,7 +67,7 @@ struct CoordinatorSettings {
   size_t versions_kept = 64;              // recent versions reported by status
   uint32_t protocol_min = 1;
   uint32_t protocol_max = 1;
-  bool nccl = false;                              // the config lists nccl
+  bool nccl = false;                              // the config lists nccl (nccl_listed)
   std::chrono::milliseconds nccl_timeout{60000};  // forming an epoch
 
   static CoordinatorSettings from_config(const proto::GroupConfig& config);
@@ -143,8 +146,8 @@ class CoordinatorState {
     MemberState state = MemberState::kDead;
     bool left = false;  // dead by its own Leave rather than by silence
     std::optional<uint64_t> held;
-    std::optional<uint64_t> acked;  // highest version acked with matching checksums
-    std::string transport;
+    std::optional<uint64_t> acked;   // highest version acked with matching checksums
+    std::vector<std::string> paths;  // Welcome.transports, in order
     TimePoint last_heard{};
     std::string host;
     uint32_t pid = 0;
@@ -177,12 +180,12 @@ class CoordinatorState {
   // Results of `rank` still "pending" become `result` ("catch_up", "dropped").
   void results_pending_to(uint32_t rank, const std::string& result);
 
-  // The NCCL half (coordinator_nccl.cc).
-  void nccl_hello(const Member& member, const proto::Hello& hello,
-                  std::vector<OutgoingMessage>& out);
+  // The NCCL half (coordinator_nccl.cc). nccl_acked: an ack over nccl (the epoch carried).
+  void nccl_hello(const Member& member, std::vector<OutgoingMessage>& out);
   void nccl_gone(uint32_t rank, const std::string& why, std::vector<OutgoingMessage>& out);
   // Marks `offer` (to subscriber `rank`) with the epoch it is received on, or clears it.
   void nccl_mark_offer(uint32_t rank, proto::Offer& offer) const;
+  void nccl_acked(const proto::Ack& ack);
   void nccl_after_offer(uint64_t version, TimePoint now, std::vector<OutgoingMessage>& out);
   std::vector<OutgoingMessage> on_nccl_report(Member& member, const proto::NcclReport& report,
                                               TimePoint now);
@@ -205,5 +208,15 @@ class CoordinatorState {
 };
 
 std::string_view event_kind_name(CoordinatorEvent::Kind kind);
+
+// Whether `transports` lists the nccl path (coordinator_nccl.cc).
+bool nccl_listed(const std::vector<std::string>& transports);
+
+// "ucx,fs": a rank's paths, for events and logs.
+std::string paths_text(const std::vector<std::string>& paths);
+
+// The journal's name among the transports ("fs"): it carries every version, so a rank's
+// paths end with it.
+inline constexpr std::string_view kJournalPath = "fs";
 
 }  // namespace weightcast

@@ -1,5 +1,7 @@
 #include "src/control/coordinator_state.h"
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 #include <utility>
 
@@ -57,10 +59,15 @@ std::vector<OutgoingMessage> CoordinatorState::on_offer(const proto::Offer& offe
     if (m.role != proto::ROLE_SUBSCRIBER || m.state == MemberState::kDead) continue;
     set_result(v, rank, m.state == MemberState::kLive ? "pending" : "catch_up");
     proto::Envelope e = envelope(m.protocol);
-    *e.mutable_offer() = offer;
-    e.mutable_offer()->set_transport(m.transport);
-    if (m.transport != "ucx") e.mutable_offer()->clear_ucx_blob();
-    nccl_mark_offer(rank, *e.mutable_offer());
+    proto::Offer& forwarded = *e.mutable_offer();
+    forwarded = offer;
+    // Only the descriptors of the paths this subscriber was given (opaque to the coordinator).
+    auto& descriptors = *forwarded.mutable_live_descriptors();
+    for (auto it = descriptors.begin(); it != descriptors.end();) {
+      const bool given = std::find(m.paths.begin(), m.paths.end(), it->first) != m.paths.end();
+      it = given ? std::next(it) : descriptors.erase(it);
+    }
+    nccl_mark_offer(rank, forwarded);
     out.push_back({m.peer, std::move(e)});
   }
   auto commits = try_commit(now);
@@ -104,7 +111,7 @@ std::vector<OutgoingMessage> CoordinatorState::on_ack(Member& member, const prot
   }
   member.held = v;
   if (!member.acked || v > *member.acked) member.acked = v;
-  if (ack.transport() == "nccl") nccl_.carried();
+  nccl_acked(ack);
   set_result(v, member.rank, "ok", ack.apply_us(), ack.bytes_read());
   if (auto r = versions_.find(v); r != versions_.end() && r->second.results.count(member.rank)) {
     r->second.results[member.rank].set_transport(ack.transport());

@@ -1,6 +1,9 @@
 // Control message codec: bounds every frame before and after parsing (messages.h).
 #include "src/control/messages.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include <climits>
 #include <string_view>
 
@@ -44,10 +47,28 @@ Status check_hello(const proto::Hello& m, const MessageLimits& l) {
 }
 
 Status check_welcome(const proto::Welcome& m, const MessageLimits& l) {
-  RETURN_IF_ERROR(check_string(m.transport(), "welcome transport", l));
+  if (static_cast<size_t>(m.transports_size()) > l.max_transports)
+    return too_many("welcome", m.transports_size(), "transports", l.max_transports);
+  for (int i = 0; i < m.transports_size(); ++i)
+    RETURN_IF_ERROR(check_string(m.transports(i), "welcome transport " + std::to_string(i), l));
   RETURN_IF_ERROR(check_string(m.journal_root(), "welcome journal_root", l));
   RETURN_IF_ERROR(check_string(m.journal_id(), "welcome journal_id", l));
   return check_string(m.plan(), "welcome plan", l);
+}
+
+Status check_offer(const proto::Offer& m, const MessageLimits& l) {
+  RETURN_IF_ERROR(check_checksums(m.checksums(), "offer", l));
+  if (static_cast<size_t>(m.live_descriptors_size()) > l.max_transports)
+    return too_many("offer", m.live_descriptors_size(), "live descriptors", l.max_transports);
+  for (const auto& [path, descriptor] : m.live_descriptors()) {
+    RETURN_IF_ERROR(check_string(path, "offer live descriptor name", l));
+    if (descriptor.size() > l.max_blob_bytes) {
+      return invalid_argument(std::string(kPrefix) + "offer live descriptor '" + path + "' has " +
+                              std::to_string(descriptor.size()) + " bytes, more than " +
+                              std::to_string(l.max_blob_bytes));
+    }
+  }
+  return check_string(m.journal_id(), "offer journal_id", l);
 }
 
 Status check_nack(const proto::Nack& m, const MessageLimits& l) {
@@ -121,14 +142,7 @@ Status check_body(const proto::Envelope& m, const MessageLimits& l) {
     case proto::Envelope::kRefuse:
       return check_string(m.refuse().reason(), "refuse reason", l);
     case proto::Envelope::kOffer:
-      RETURN_IF_ERROR(check_checksums(m.offer().checksums(), "offer", l));
-      if (m.offer().ucx_blob().size() > l.max_blob_bytes) {
-        return invalid_argument("offer ucx_blob has " +
-                                std::to_string(m.offer().ucx_blob().size()) + " bytes, more than " +
-                                std::to_string(l.max_blob_bytes));
-      }
-      RETURN_IF_ERROR(check_string(m.offer().journal_id(), "offer journal_id", l));
-      return check_string(m.offer().transport(), "offer transport", l);
+      return check_offer(m.offer(), l);
     case proto::Envelope::kAck:
       RETURN_IF_ERROR(check_checksums(m.ack().checksums(), "ack", l));
       return check_string(m.ack().transport(), "ack transport", l);
@@ -165,24 +179,29 @@ std::string short_text(const std::string& s) {
   return out;
 }
 
+std::string list_text(const google::protobuf::RepeatedPtrField<std::string>& items) {
+  std::string text;
+  for (const std::string& t : items) text += (text.empty() ? "" : ",") + t;
+  return text;
+}
+
 std::string held(bool holds, uint64_t version) {
   return holds ? "holds v" + std::to_string(version) : "holds nothing";
 }
 
 std::string describe_hello(const proto::Hello& m) {
-  std::string transports;
-  for (const std::string& t : m.transports()) transports += (transports.empty() ? "" : ",") + t;
   return "hello from rank " + std::to_string(m.rank()) + " (" + std::string(role_name(m.role())) +
          ", protocol " + std::to_string(m.protocol_min()) + "-" + std::to_string(m.protocol_max()) +
          ", " + held(m.holds_version(), m.held_version()) + ", transports " +
-         short_text(transports) + ", " + short_text(m.host()) + ":" + std::to_string(m.pid()) + ")";
+         short_text(list_text(m.transports())) + ", " + short_text(m.host()) + ":" +
+         std::to_string(m.pid()) + ")";
 }
 
 std::string describe_welcome(const proto::Welcome& m) {
   return "welcome protocol " + std::to_string(m.protocol()) + " (head " +
          (m.has_head() ? "v" + std::to_string(m.head_version()) : std::string("none")) +
-         ", committed v" + std::to_string(m.committed_version()) + ", transport " +
-         short_text(m.transport()) + ", plan " + short_text(m.plan()) + ")";
+         ", committed v" + std::to_string(m.committed_version()) + ", transports " +
+         short_text(list_text(m.transports())) + ", plan " + short_text(m.plan()) + ")";
 }
 
 std::string describe_status_reply(const proto::StatusReply& m) {
@@ -228,7 +247,16 @@ std::string_view nccl_stage_name(proto::NcclStage stage) {
 }
 
 std::string encode_envelope(const proto::Envelope& message) {
-  return message.SerializeAsString();
+  // Deterministic (map entries such as Offer.live_descriptors in key order), so that a
+  // frame re-encodes to the same bytes.
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&coded);
+  }
+  return out;
 }
 
 Result<proto::Envelope> decode_envelope(std::span<const uint8_t> frame,
@@ -304,9 +332,13 @@ std::string describe_envelope(const proto::Envelope& message) {
     case proto::Envelope::kOffer: {
       const proto::Offer& m = message.offer();
       const std::string base = m.has_base() ? " base " + std::to_string(m.base_version()) : "";
+      std::string paths;
+      for (const auto& [path, descriptor] : m.live_descriptors()) {
+        paths += (paths.empty() ? "" : ",") + path;
+      }
       return "offer " + v(m.version()) + base + (m.anchor() ? " anchor" : "") + " (" +
              std::to_string(m.checksums_size()) + " tensors" +
-             (m.nccl_epoch() ? ", nccl epoch " + std::to_string(m.nccl_epoch()) : "") + ")";
+             (paths.empty() ? "" : ", live " + short_text(paths)) + ")";
     }
     case proto::Envelope::kAck:
       return "ack " + v(message.ack().version()) + " from rank " +

@@ -26,8 +26,8 @@ struct MessageLimits {
   size_t max_checksums = size_t{1} << 20;   // Offer/Ack checksums, Nack tensors
   size_t max_members = 65536;               // StatusReply members
   size_t max_string_bytes = 4096;           // any string field (reason, names, host)
-  size_t max_transports = 16;               // Hello transports
-  size_t max_blob_bytes = size_t{8} << 20;  // Offer ucx_blob
+  size_t max_transports = 16;               // Hello/Welcome transports, Offer live descriptors
+  size_t max_blob_bytes = size_t{8} << 20;  // one Offer live descriptor
   size_t max_group_id_bytes = 1024;         // NcclEpoch/NcclReport group_id (ncclUniqueId: 128)
 };
 

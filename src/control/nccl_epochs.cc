@@ -2,7 +2,21 @@
 
 #include <utility>
 
+#include "weightcast/control.pb.h"
+
 namespace weightcast {
+
+std::string nccl_descriptor(uint64_t epoch) {
+  proto::NcclDescriptor d;
+  d.set_epoch(epoch);
+  return d.SerializeAsString();
+}
+
+std::optional<uint64_t> nccl_descriptor_epoch(const std::string& descriptor) {
+  proto::NcclDescriptor d;
+  if (!d.ParseFromString(descriptor) || d.epoch() == 0) return std::nullopt;
+  return d.epoch();
+}
 
 std::optional<int> NcclEpoch::nccl_rank(uint32_t rank) const {
   for (size_t i = 0; i < ranks.size(); ++i) {

@@ -20,9 +20,19 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace weightcast {
+
+// The nccl live path's name: in the group config's `transports`, Hello, Welcome, an Offer's
+// live_descriptors and an Ack's transport.
+inline constexpr std::string_view kNcclPath = "nccl";
+
+// The nccl live path's descriptor (control.proto NcclDescriptor) naming `epoch`, and back:
+// nullopt for bytes that are not one, or name epoch 0.
+std::string nccl_descriptor(uint64_t epoch);
+std::optional<uint64_t> nccl_descriptor_epoch(const std::string& descriptor);
 
 struct NcclEpoch {
   uint64_t epoch = 0;         // 1, 2, ...

@@ -80,6 +80,11 @@ std::string NcclLive::describe() const {
 
 void NcclLive::on_epoch(const proto::NcclEpoch& m) {
   std::lock_guard<std::mutex> lock(mu_);
+  // Ready at once when this rank holds the epoch's group (it reported its join after taking
+  // it), so a version served right after the ready goes in the epoch.
+  if (m.stage() == proto::NCCL_READY && group_ && group_epoch_ == m.epoch()) {
+    ready_epoch_ = m.epoch();
+  }
   if (m.stage() == proto::NCCL_END) {
     if (ready_epoch_ == m.epoch()) ready_epoch_ = 0;
     if (group_ && group_epoch_ == m.epoch()) {
@@ -245,7 +250,7 @@ void NcclLive::run_send(const Task& t) {
   std::vector<nccl::RoundPart> parts;
   if (t.delta && t.delta->parts.size() == static_cast<size_t>(t.delta->manifest.parts_size())) {
     manifest = frame_journal_message(JournalFileKind::kManifest, t.delta->manifest);
-    parts.push_back({kUcxManifestPart, manifest});
+    parts.push_back({kLiveManifestPart, manifest});
     for (size_t i = 0; i < t.delta->parts.size(); ++i) {
       parts.push_back({t.delta->manifest.parts(static_cast<int>(i)).file(), t.delta->parts[i]});
     }
@@ -277,9 +282,9 @@ void NcclLive::run_receive(const Task& t) {
                        " (the rank is out of step with its epoch)");
     }
     if (round.parts.empty()) return std::optional<FetchedDelta>();  // read the journal
-    if (round.parts[0].name != kUcxManifestPart) {
+    if (round.parts[0].name != kLiveManifestPart) {
       return data_loss(what + ": its first part is '" + round.parts[0].name + "', not " +
-                       kUcxManifestPart);
+                       kLiveManifestPart);
     }
     FetchedDelta out;
     ASSIGN_OR_RETURN(out.manifest, parse_manifest(round.parts[0].bytes, what + " MANIFEST"));

@@ -1,23 +1,22 @@
-// The live NCCL path of a rank group (issue 9, DESIGN §5): inside a fabric, the publisher
-// broadcasts each version's delta to the subscribers of the membership epoch in force, on
-// that epoch's communicator, instead of each subscriber reading the journal or UCX.
+// The NCCL half of the nccl live path (src/endpoint/nccl_live_path.h): inside a fabric, the
+// publisher broadcasts each version's delta to the subscribers of the membership epoch in
+// force, on that epoch's communicator, instead of each subscriber reading the journal or UCX.
 //
 // One NcclLive per rank runs the rank's part of the epoch protocol (control.proto NcclEpoch,
 // src/control/nccl_epochs.h) on its own thread, in the order the coordinator's messages came:
 //   make_id (NCCL rank 0)  -> BroadcastGroupFactory::make_id, reported with the id;
 //   join                   -> BroadcastGroupFactory::join within nccl.timeout_ms, reported;
-//   ready                  -> the publisher marks its next offers with the epoch;
+//   ready                  -> the publisher's next served versions name the epoch;
 //   end                    -> the group is aborted at once (also a round waiting in it).
-// A version's round (transport/nccl/broadcast_round.h) carries what the UCX path serves: a
-// "MANIFEST" part (the framed delta manifest) and the manifest's part files. A version the
-// publisher holds no delta for (the first, a changed tensor set) goes as a round without
-// parts: its subscribers then read the journal. The publisher enters a version's round right
-// after sending its offer; a subscriber enters it when the coordinator's offer names the epoch
-// (every subscriber of the epoch does, even one that will not apply it: a collective waits for
-// all its members). Every round has the nccl.timeout_ms deadline; a failed round is reported
-// (NCCL_ROUND), the coordinator ends the epoch, and a subscriber nacks the version and
-// recovers through the journal. The collective is a BroadcastGroupFactory: NCCL on a GPU host
-// (make_nccl_groups), the loopback group in CPU tests.
+// A version's round (transport/nccl/broadcast_round.h) carries what every live path serves:
+// a "MANIFEST" part (the framed delta manifest) and the manifest's part files. The publisher
+// enters a version's round when it serves it; a subscriber enters it when the coordinator's
+// offer names the epoch (every subscriber of the epoch does, even one that will not apply it:
+// a collective waits for all its members). Every round has the nccl.timeout_ms deadline; a
+// failed round is reported (NCCL_ROUND), the coordinator ends the epoch, and a subscriber
+// nacks the version and recovers through the journal. The collective is a
+// BroadcastGroupFactory: NCCL on a GPU host (make_nccl_groups), the loopback group in CPU
+// tests.
 #pragma once
 
 #include <chrono>
@@ -33,7 +32,7 @@
 #include <thread>
 
 #include "codec/status.h"
-#include "src/endpoint/ucx_live.h"  // FetchedDelta
+#include "src/endpoint/live_path.h"  // FetchedDelta
 #include "transport/fs/journal_writer.h"
 #include "transport/nccl/broadcast_group.h"
 #include "weightcast/control.pb.h"
@@ -46,9 +45,6 @@ namespace weightcast {
 // why) without a usable GPU, without NCCL, or in a build without them.
 Result<std::unique_ptr<nccl::BroadcastGroupFactory>> make_nccl_groups(
     const proto::NcclConfig& config, int device = 0);
-
-// Makes the groups a rank uses (tests pass the loopback group's factory).
-using NcclGroupsMaker = std::function<Result<std::unique_ptr<nccl::BroadcastGroupFactory>>()>;
 
 // The config's nccl.timeout_ms, or its default when unset.
 std::chrono::milliseconds nccl_timeout(const proto::NcclConfig& config);

@@ -67,32 +67,18 @@ Result<std::unique_ptr<Publisher>> Publisher::start(const proto::GroupConfig& co
   journal.retention.keep_anchors = std::max<uint32_t>(1, config.retain_anchors());
   journal.pool = p->pool_.get();
   journal.log = p->options_.log;
-  const auto& transports = config.transports();
-  if (std::find(transports.begin(), transports.end(), "ucx") != transports.end()) {
-    // Readable: the versions a subscriber may still be fetching while newer ones arrive.
-    auto ucx = UcxLiveServer::create(config.ucx().tls(), config.ucx().publisher_memory(),
-                                     config.max_in_flight() + 2);
-    if (ucx.ok()) {
-      p->ucx_ = std::move(ucx).value();
-      journal.delta.keep_in_memory = true;
-      if (p->options_.log) p->options_.log("publisher: serving deltas over " + p->ucx_->describe());
-    } else if (p->options_.log) {
-      p->options_.log("publisher: not serving over ucx (" + ucx.status().message() +
-                      "); subscribers read the journal");
-    }
-  }
-  std::unique_ptr<nccl::BroadcastGroupFactory> nccl_groups;
-  if (std::find(transports.begin(), transports.end(), "nccl") != transports.end()) {
-    auto groups =
-        p->options_.nccl_groups ? p->options_.nccl_groups() : make_nccl_groups(config.nccl());
-    if (groups.ok()) {
-      nccl_groups = std::move(groups).value();
-      journal.delta.keep_in_memory = true;
-    } else if (p->options_.log) {
-      p->options_.log("publisher: not broadcasting over nccl (" + groups.status().message() +
-                      "); subscribers read the journal or ucx");
-    }
-  }
+  Publisher* self = p.get();
+  LivePathRank live;
+  live.rank = p->options_.rank;
+  live.config = config;
+  live.send = [self](proto::Envelope e) {
+    if (self->link_) self->link_->send(std::move(e));
+  };
+  live.log = p->options_.log;
+  p->live_ = start_live_servers(
+      p->options_.live_paths ? *p->options_.live_paths : *default_live_paths(), live);
+  // The live paths serve each delta's parts as the journal writer produced them (no copy).
+  journal.delta.keep_in_memory = !p->live_.empty();
   ASSIGN_OR_RETURN(p->writer_, JournalWriter::open(std::move(journal)));
   if (p->writer_->head()) p->head_ = p->writer_->head()->version();
 
@@ -101,18 +87,7 @@ Result<std::unique_ptr<Publisher>> Publisher::start(const proto::GroupConfig& co
   link.role = proto::ROLE_PUBLISHER;
   link.heartbeat = std::chrono::milliseconds(config.timeouts().heartbeat_ms());
   link.log = p->options_.log;
-  if (p->ucx_) link.transports.push_back("ucx");
-  if (nccl_groups) link.transports.push_back("nccl");
-  Publisher* self = p.get();
-  if (nccl_groups) {
-    NcclLiveOptions live;
-    live.rank = p->options_.rank;
-    live.timeout = nccl_timeout(config.nccl());
-    live.send = [self](proto::Envelope e) { self->link_->send(std::move(e)); };
-    live.log = p->options_.log;
-    p->nccl_ = std::make_unique<NcclLive>(std::move(nccl_groups), std::move(live));
-    if (p->options_.log) p->options_.log("publisher: can broadcast over " + p->nccl_->describe());
-  }
+  for (const auto& path : p->live_) link.transports.push_back(path->name());
   ASSIGN_OR_RETURN(p->link_,
                    RankLink::start(
                        config, link, [self](const proto::Envelope& m) { self->on_message(m); },
@@ -182,9 +157,8 @@ Status Publisher::wait_committed(uint64_t version, EndpointDeadline deadline) co
 }
 
 void Publisher::on_message(const proto::Envelope& m) {
-  if (m.has_nccl_epoch()) {
-    if (nccl_) nccl_->on_epoch(m.nccl_epoch());
-    return;
+  for (const auto& path : live_) {
+    if (path->on_control_message(m)) return;
   }
   std::lock_guard<std::mutex> lock(mu_);
   // A Welcome carries the committed version: a publisher (re)joining after a commit was
@@ -325,29 +299,23 @@ Status Publisher::run_job(PublishJob& job) {
   }
   offer.set_stored_bytes(report.stored_bytes);
   offer.set_published_unix_us(started_unix);
-  offer.set_transport("fs");
   offer.set_journal_id(writer_->head()->journal_id());
-  // NCCL first: UCX keeps the delta's buffers (it serves them in place), NCCL shares them
-  // until its round is over, or copies them when UCX serves them too.
-  const uint64_t nccl_epoch = nccl_ ? nccl_->ready_epoch() : 0;
-  std::shared_ptr<const DeltaInMemory> nccl_delta;
-  if (nccl_epoch && report.delta) {
-    nccl_delta = ucx_ ? std::make_shared<const DeltaInMemory>(*report.delta)
-                      : std::make_shared<const DeltaInMemory>(std::move(*report.delta));
-    if (!ucx_) report.delta.reset();
-  }
-  if (nccl_epoch) offer.set_nccl_epoch(nccl_epoch);
-  if (ucx_ && report.delta) {
-    auto blob = ucx_->serve(job.version, std::move(*report.delta));
-    if (blob.ok()) {
-      offer.set_ucx_blob(std::move(blob).value());
-      offer.set_transport("ucx");
-    } else if (options_.log) {
-      options_.log("publisher: version " + std::to_string(job.version) +
-                   " not served over ucx: " + blob.status().message());
+  if (report.delta) {
+    // Every path shares the one delta (never writing it) for as long as it serves it.
+    const auto delta = std::make_shared<const DeltaInMemory>(std::move(*report.delta));
+    report.delta.reset();
+    for (const auto& path : live_) {
+      auto descriptor = path->serve(job.version, delta);
+      if (!descriptor.ok()) {
+        if (options_.log) {
+          options_.log("publisher: version " + std::to_string(job.version) + " not served over " +
+                       path->name() + ": " + descriptor.status().message());
+        }
+      } else if (!descriptor->empty()) {
+        (*offer.mutable_live_descriptors())[path->name()] = std::move(descriptor).value();
+      }
     }
   }
-  report.delta.reset();
   offer.set_publish_us(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                                  std::chrono::steady_clock::now() - started)
                                                  .count()));
@@ -358,13 +326,18 @@ Status Publisher::run_job(PublishJob& job) {
   }
   if (options_.before_offer) options_.before_offer(job.version);
   link_->send(std::move(e));
-  if (nccl_epoch) nccl_->send_version(nccl_epoch, job.version, std::move(nccl_delta));
   job.report = std::move(report);
   return ok_status();
 }
 
-void Publisher::close_ucx_for_test() {
-  if (ucx_) ucx_->close_for_test();  // set once in start(); the transport serializes itself
+bool Publisher::serves(std::string_view path) const {
+  return std::any_of(live_.begin(), live_.end(), [&](const auto& p) { return p->name() == path; });
+}
+
+void Publisher::close_live_path_for_test(std::string_view path) {
+  for (const auto& p : live_) {
+    if (p->name() == path) p->shutdown();  // set once in start(); each side serializes itself
+  }
 }
 
 void Publisher::worker() {

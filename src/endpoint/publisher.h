@@ -8,10 +8,10 @@
 //      returns after this, and the trainer may then change its weights again,
 //   3. writes the version to the journal (a delta against the previous published version,
 //      or an anchor: the first version, every anchor_every, when the tensors changed shape),
-//   4. offers it to the coordinator with every tensor's checksum; when the group's transports
-//      list ucx, the version's delta is also served from memory over UCX and the Offer
-//      carries where (src/endpoint/ucx_live.h); when they list nccl and an NCCL epoch is
-//      ready, the delta is also broadcast on its communicator (src/endpoint/nccl_live.h).
+//   4. serves the version's delta on every live path the group's transports list and this
+//      host can run (src/endpoint/live_path.h: ucx from its memory, nccl by the ready
+//      epoch's broadcast), and offers it to the coordinator with every tensor's checksum and
+//      the descriptor each path returned.
 // wait_committed() returns once every live subscriber acked it. A publisher restarted on an
 // existing journal rebuilds its previous version from the journal (verified) before its
 // first delta. Versions must increase; an error leaves the journal on the previous version.
@@ -27,15 +27,15 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "codec/status.h"
 #include "codec/tensor_ref.h"
 #include "codec/thread_pool.h"
-#include "src/endpoint/nccl_live.h"
+#include "src/endpoint/live_path.h"
 #include "src/endpoint/rank_link.h"
-#include "src/endpoint/ucx_live.h"
 #include "transport/fs/journal_writer.h"
 #include "weightcast/group_config.pb.h"
 
@@ -50,8 +50,8 @@ struct PublisherOptions {
   // config's ack timeout).
   std::chrono::milliseconds credit_timeout{0};
   ControlLog log;
-  // The NCCL groups when the group lists nccl (unset: make_nccl_groups; tests: loopback).
-  NcclGroupsMaker nccl_groups;
+  // The live paths to start (those the group's transports list); unset: default_live_paths().
+  std::shared_ptr<const LivePathRegistry> live_paths;
   // Tests: called on the worker after a version is written (and served) and before its
   // Offer is sent.
   std::function<void(uint64_t version)> before_offer;
@@ -104,12 +104,12 @@ class Publisher {
   std::optional<uint64_t> head() const;       // last version in the journal
   std::optional<uint64_t> committed() const;  // last version the group committed
   Status wait_committed(uint64_t version, EndpointDeadline deadline) const;
-  // Whether versions are served over UCX (the group lists ucx and UCX works here).
-  bool serves_ucx() const { return ucx_ != nullptr; }
-  // Whether versions may be broadcast over NCCL (the group lists nccl and it works here).
-  bool serves_nccl() const { return nccl_ != nullptr; }
-  // Tests: stop serving over UCX as a dead worker would; later offers carry stale blobs.
-  void close_ucx_for_test();
+  // Whether versions are served on live path `path` ("ucx", "nccl": the group lists it and
+  // it started here).
+  bool serves(std::string_view path) const;
+  // Tests: stops live path `path` as a dead one would (LivePathSide::shutdown); later offers
+  // carry descriptors nothing answers.
+  void close_live_path_for_test(std::string_view path);
 
   // Finishes queued publications, sends Leave and disconnects.
   void stop(const std::string& reason = "publisher stopping");
@@ -127,8 +127,8 @@ class Publisher {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<JournalWriter> writer_;
   std::unique_ptr<RankLink> link_;
-  std::unique_ptr<UcxLiveServer> ucx_;
-  std::unique_ptr<NcclLive> nccl_;  // after link_: its messages go out on the link
+  // After link_: a path's messages go out on the link. Set once in start().
+  std::vector<std::unique_ptr<LivePathServer>> live_;
 
   std::vector<TensorRef> tensors_;
   std::vector<std::vector<uint8_t>> current_;

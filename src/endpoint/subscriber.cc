@@ -74,38 +74,7 @@ Status Subscriber::connect() {
   };
   link.heartbeat = std::chrono::milliseconds(config_.timeouts().heartbeat_ms());
   link.log = options_.log;
-  const auto& transports = config_.transports();
-  if (std::find(transports.begin(), transports.end(), "ucx") != transports.end()) {
-    auto ucx = UcxLiveFetcher::create(config_.ucx().tls());
-    if (ucx.ok()) {
-      ucx_ = std::move(ucx).value();
-      link.transports.push_back("ucx");
-      if (options_.log) options_.log("subscriber: can read deltas over " + ucx_->describe());
-    } else if (options_.log) {
-      options_.log("subscriber: cannot use ucx (" + ucx.status().message() + ")");
-    }
-  }
-  std::unique_ptr<nccl::BroadcastGroupFactory> nccl_groups;
-  if (std::find(transports.begin(), transports.end(), "nccl") != transports.end()) {
-    auto groups = options_.nccl_groups ? options_.nccl_groups() : make_nccl_groups(config_.nccl());
-    if (groups.ok()) {
-      nccl_groups = std::move(groups).value();
-      link.transports.push_back("nccl");
-    } else if (options_.log) {
-      options_.log("subscriber: cannot use nccl (" + groups.status().message() + ")");
-    }
-  }
-  if (nccl_groups) {
-    NcclLiveOptions live;
-    live.rank = options_.rank;
-    live.timeout = nccl_timeout(config_.nccl());
-    live.send = [this](proto::Envelope e) {
-      if (link_) link_->send(std::move(e));
-    };
-    live.log = options_.log;
-    nccl_ = std::make_unique<NcclLive>(std::move(nccl_groups), std::move(live));
-    if (options_.log) options_.log("subscriber: can receive over " + nccl_->describe());
-  }
+  start_live_paths(&link);
   auto started = RankLink::start(
       config_, link, [this](const proto::Envelope& m) { on_message(m); },
       [this] { return current_version(); });
@@ -120,14 +89,7 @@ Status Subscriber::connect() {
 }
 
 void Subscriber::on_message(const proto::Envelope& m) {
-  if (m.has_nccl_epoch()) {
-    if (nccl_) nccl_->on_epoch(m.nccl_epoch());
-    return;
-  }
-  if (nccl_ && m.has_offer() && m.offer().nccl_epoch()) {
-    nccl_->receive_version(m.offer().nccl_epoch(), m.offer().version());
-  }
-  if (nccl_ && m.has_recover()) nccl_->forget_through(m.recover().target_version());
+  if (note_live_message(m)) return;
   std::optional<uint64_t> target;
   std::string journal;  // the journal `target` belongs to (empty: not said)
   bool retry = false;
@@ -171,14 +133,6 @@ void Subscriber::on_message(const proto::Envelope& m) {
     retry_requested_ = true;
     cv_.notify_all();
   }
-  if (m.has_welcome()) transport_ = m.welcome().transport();
-  if (m.has_offer() && !m.offer().ucx_blob().empty()) {
-    ucx_blobs_[m.offer().version()] = m.offer().ucx_blob();
-    while (ucx_blobs_.size() > 16) ucx_blobs_.erase(ucx_blobs_.begin());
-  }
-  if (m.has_recover()) {  // after a failure or a timeout: the journal
-    ucx_blobs_.erase(ucx_blobs_.begin(), ucx_blobs_.upper_bound(m.recover().target_version()));
-  }
   if (!target) return;
   if (!target_ || *target > *target_) target_ = *target;
   retry_requested_ = retry_requested_ || retry || (current_ && *current_ >= *target);
@@ -198,13 +152,7 @@ void Subscriber::attempt(uint64_t target) {
   std::string how = "fs";
   Result<CatchUpReport> report = failed_precondition("not attempted");
   std::optional<Status> live;
-  if (!reload) live = apply_over_nccl(target, &bytes_read);
-  if (live) {
-    how = "nccl";
-  } else if (!reload) {
-    live = apply_over_ucx(target, &bytes_read);
-    if (live) how = "ucx";
-  }
+  if (!reload) live = apply_over_live_paths(target, &bytes_read, &how);
   if (live) {
     if (live->ok()) {
       CatchUpReport r;
@@ -280,7 +228,7 @@ void Subscriber::attempt(uint64_t target) {
     c.set_checksum(reader_->checksum(i));
     checksums.push_back(reader_->checksum(i));
   }
-  if (nccl_) nccl_->forget_through(version);  // rounds of versions now held are not needed
+  forget_live_through(version);  // what live paths keep for versions now held is not needed
   {
     std::lock_guard<std::mutex> lock(mu_);
     current_ = version;
@@ -290,8 +238,7 @@ void Subscriber::attempt(uint64_t target) {
     stats_.anchors_loaded += report->anchors_loaded;
     stats_.last_apply_us = apply_us;
     stats_.last_transport = how;
-    if (how == "ucx") stats_.versions_over_ucx += version - before.value_or(version);
-    if (how == "nccl") stats_.versions_over_nccl += version - before.value_or(version);
+    stats_.versions_by_path[how] += version - before.value_or(version);
     cv_.notify_all();
   }
   link_->send(std::move(e));
@@ -375,7 +322,7 @@ void Subscriber::stop(const std::string& reason) {
     stopping_ = true;
     cv_.notify_all();
   }
-  if (nccl_) nccl_->shutdown();  // a worker waiting for a round returns
+  stop_live_paths();  // a worker waiting on a live path returns
   if (worker_.joinable()) worker_.join();
   if (link_) link_->stop(reason);
 }

@@ -12,11 +12,12 @@
 // exception: a copy into the engine's memory that fails itself (a CUDA error) can leave that
 // tensor partly written; it is nacked and written again by the next attempt.
 //
-// When the coordinator chose ucx for this rank and the Offers of every version from the held
-// one to the target carry a UCX blob, the deltas are read from the publisher's memory over
-// UCX (src/endpoint/ucx_live.h) instead of the journal, with the same checks; a UCX failure
-// is nacked and the recovery that follows reads the journal. Likewise, versions whose Offers
-// name an NCCL epoch arrive by its broadcast (src/endpoint/nccl_live.h), verified the same way.
+// Live paths (src/endpoint/live_path.h: ucx, nccl): when the Offers of the versions after the
+// held one carry descriptors of paths this rank runs, each version's delta is fetched over
+// the first such path in the Welcome's order instead of being read from the journal, and
+// applied with the journal's checks (CatchUpReader::apply_delta_from). A version no live
+// path carries, and every later one, is read from the journal; a live path's failure is
+// nacked and the recovery that follows reads the journal.
 #pragma once
 
 #include <chrono>
@@ -29,16 +30,16 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "codec/status.h"
 #include "codec/tensor_ref.h"
 #include "codec/thread_pool.h"
 #include "src/control/rate_limited_log.h"
-#include "src/endpoint/nccl_live.h"
+#include "src/endpoint/live_path.h"
 #include "src/endpoint/publisher.h"
 #include "src/endpoint/rank_link.h"
-#include "src/endpoint/ucx_live.h"
 #include "weightcast/group_config.pb.h"
 
 namespace weightcast {
@@ -52,8 +53,8 @@ struct SubscriberOptions {
   // Around the copy into the engine's tensors, on the subscriber's worker thread.
   std::function<void(uint64_t version)> before_apply;
   std::function<void(uint64_t version)> after_apply;
-  // The NCCL groups when the group lists nccl (unset: make_nccl_groups; tests: loopback).
-  NcclGroupsMaker nccl_groups;
+  // The live paths to start (those the group's transports list); unset: default_live_paths().
+  std::shared_ptr<const LivePathRegistry> live_paths;
 };
 
 struct SubscriberStats {
@@ -61,9 +62,9 @@ struct SubscriberStats {
   uint64_t nacks = 0;
   uint64_t anchors_loaded = 0;
   uint64_t last_apply_us = 0;
-  uint64_t versions_over_ucx = 0;   // applied from deltas read over UCX
-  uint64_t versions_over_nccl = 0;  // applied from deltas broadcast over NCCL
-  std::string last_transport;       // how the last applied version arrived: nccl, ucx or fs
+  // Versions applied, by how they arrived: a live path's name, or "fs" (the journal).
+  std::map<std::string, uint64_t> versions_by_path;
+  std::string last_transport;  // how the last applied version arrived: nccl, ucx or fs
 };
 
 class Subscriber {
@@ -101,11 +102,18 @@ class Subscriber {
   void on_message(const proto::Envelope& message);
   void worker();
   void attempt(uint64_t target);
-  // nullopt: the UCX path does not apply (not chosen, a blob missing); else its outcome.
-  std::optional<Status> apply_over_ucx(uint64_t target, uint64_t* bytes_read);
-  // nullopt: no NCCL round carried the next version; else its outcome (a later version
-  // without a round is read from the journal).
-  std::optional<Status> apply_over_nccl(uint64_t target, uint64_t* bytes_read);
+  // The live paths (subscriber_live.cc). start_live_paths: at connect(), adds the paths
+  // this host can use to the Hello. note_live_message: every message first (without mu_);
+  // true when it was only for a live path. apply_over_live_paths: nullopt when no live path
+  // carries the versions up to `target`, else its outcome; `how` names the path.
+  void start_live_paths(RankLinkOptions* link);
+  bool note_live_message(const proto::Envelope& message);
+  std::optional<Status> apply_over_live_paths(uint64_t target, uint64_t* bytes_read,
+                                              std::string* how);
+  void forget_live_through(uint64_t version);
+  void stop_live_paths();
+  // The paths whose descriptors `version`'s Offer carried, in the Welcome's order.
+  std::vector<std::pair<LivePathFetcher*, std::string>> live_carriers(uint64_t version);
 
   proto::GroupConfig config_;
   SubscriberOptions options_;
@@ -116,15 +124,16 @@ class Subscriber {
   std::vector<std::optional<uint64_t>> live_checksums_;
   std::unique_ptr<CatchUpReader> reader_;
   std::unique_ptr<RankLink> link_;
-  std::unique_ptr<UcxLiveFetcher> ucx_;
-  std::unique_ptr<NcclLive> nccl_;
+  // After link_: a path's messages go out on the link. Set once in connect().
+  std::vector<std::unique_ptr<LivePathFetcher>> live_;
   // Nacks and recovers repeat while a fault lasts: their lines are rate-limited.
   std::unique_ptr<RateLimitedLog> nack_log_;
   std::unique_ptr<RateLimitedLog> recover_log_;
 
   mutable std::mutex mu_;
-  std::string transport_;                      // chosen by the coordinator (Welcome)
-  std::map<uint64_t, std::string> ucx_blobs_;  // Offers' UCX blobs by version
+  std::vector<std::string> live_order_;  // Welcome.transports: the order paths are tried in
+  // The Offers' live descriptors, by version then path name (the last few versions).
+  std::map<uint64_t, std::map<std::string, std::string>> live_descriptors_;
   mutable std::condition_variable cv_;
   std::optional<uint64_t> target_;
   bool retry_requested_ = false;

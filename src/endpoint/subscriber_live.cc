@@ -1,69 +1,120 @@
-// The live paths of the subscriber (subscriber.h): deltas read over UCX from the publisher's
-// memory, or received by an NCCL epoch's broadcast, applied with the same checks as the
-// journal's (CatchUpReader::apply_delta_from).
+// The live paths of the subscriber (subscriber.h, src/endpoint/live_path.h): the paths are
+// started at connect(), see every message first, and deliver the deltas of the versions
+// whose Offers carried their descriptors, applied with the journal's checks
+// (CatchUpReader::apply_delta_from). Nothing here knows a path by name.
+#include <algorithm>
 #include <utility>
 
 #include "src/endpoint/subscriber.h"
 #include "transport/fs/catch_up_reader.h"
 
 namespace weightcast {
+namespace {
 
-std::optional<Status> Subscriber::apply_over_ucx(uint64_t target, uint64_t* bytes_read) {
-  const std::optional<uint64_t> held = reader_->held();
-  if (!ucx_ || !held || *held >= target) return std::nullopt;
-  std::vector<std::pair<uint64_t, std::string>> blobs;
-  {
+// Versions whose descriptors are kept for the worker: a few in flight, and a worker that
+// falls further behind catches up through the journal anyway.
+constexpr size_t kKeptVersions = 16;
+
+}  // namespace
+
+void Subscriber::start_live_paths(RankLinkOptions* link) {
+  LivePathRank rank;
+  rank.rank = options_.rank;
+  rank.config = config_;
+  rank.send = [this](proto::Envelope e) {
+    if (link_) link_->send(std::move(e));
+  };
+  rank.log = options_.log;
+  live_ =
+      start_live_fetchers(options_.live_paths ? *options_.live_paths : *default_live_paths(), rank);
+  for (const auto& path : live_) link->transports.push_back(path->name());
+}
+
+bool Subscriber::note_live_message(const proto::Envelope& m) {
+  for (const auto& path : live_) {
+    if (path->on_control_message(m)) return true;
+  }
+  if (m.has_offer()) {
+    const uint64_t version = m.offer().version();
+    for (const auto& [name, descriptor] : m.offer().live_descriptors()) {
+      auto path = std::find_if(live_.begin(), live_.end(),
+                               [&](const auto& p) { return p->name() == name; });
+      if (path == live_.end()) continue;  // a path this rank does not run
+      (*path)->on_offer(version, descriptor);
+      std::lock_guard<std::mutex> lock(mu_);
+      live_descriptors_[version][name] = descriptor;
+    }
     std::lock_guard<std::mutex> lock(mu_);
-    if (transport_ != "ucx") return std::nullopt;
-    for (uint64_t v = *held + 1; v <= target; ++v) {
-      auto it = ucx_blobs_.find(v);
-      if (it == ucx_blobs_.end()) return std::nullopt;
-      blobs.emplace_back(v, it->second);
+    while (live_descriptors_.size() > kKeptVersions) {
+      live_descriptors_.erase(live_descriptors_.begin());
     }
   }
+  if (m.has_recover()) {  // after a failure or a timeout: the journal up to its target
+    forget_live_through(m.recover().target_version());
+  }
+  if (m.has_welcome()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_order_.assign(m.welcome().transports().begin(), m.welcome().transports().end());
+  }
+  return false;
+}
+
+std::vector<std::pair<LivePathFetcher*, std::string>> Subscriber::live_carriers(uint64_t version) {
+  std::vector<std::pair<LivePathFetcher*, std::string>> carriers;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto offered = live_descriptors_.find(version);
+  if (offered == live_descriptors_.end()) return carriers;
+  for (const std::string& name : live_order_) {
+    auto descriptor = offered->second.find(name);
+    if (descriptor == offered->second.end()) continue;
+    for (const auto& path : live_) {
+      if (path->name() == name) carriers.emplace_back(path.get(), descriptor->second);
+    }
+  }
+  return carriers;
+}
+
+std::optional<Status> Subscriber::apply_over_live_paths(uint64_t target, uint64_t* bytes_read,
+                                                        std::string* how) {
+  const std::optional<uint64_t> held = reader_->held();
+  if (live_.empty() || !held || *held >= target) return std::nullopt;
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(config_.timeouts().ack_timeout_ms());
-  for (auto& [v, blob] : blobs) {
-    auto fetched = ucx_->fetch(v, blob, deadline);
-    Status applied = fetched.ok() ? reader_->apply_delta_from(std::move(fetched->manifest),
-                                                              std::move(fetched->parts),
-                                                              "ucx version " + std::to_string(v))
-                                  : fetched.status();
-    if (!applied.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      ucx_blobs_.erase(ucx_blobs_.begin(), ucx_blobs_.upper_bound(target));  // next: the journal
-      return Status(applied.code(), "over ucx: " + applied.message());
+  for (uint64_t v = *held + 1; v <= target; ++v) {
+    bool applied = false;
+    for (auto& [path, descriptor] : live_carriers(v)) {
+      auto fetched = path->fetch(v, descriptor, deadline);
+      if (fetched.ok() && !fetched->has_value()) continue;  // not carried after all
+      Status s = fetched.ok()
+                     ? reader_->apply_delta_from((*fetched)->manifest, std::move((*fetched)->parts),
+                                                 path->name() + " version " + std::to_string(v))
+                     : fetched.status();
+      if (!s.ok()) {
+        forget_live_through(target);  // the recovery that follows reads the journal
+        return Status(s.code(), "over " + path->name() + ": " + s.message());
+      }
+      *bytes_read += (*fetched)->bytes_read;
+      *how = path->name();
+      applied = true;
+      break;
     }
-    *bytes_read += fetched->bytes_read;
+    if (applied) continue;
+    if (v == *held + 1) return std::nullopt;  // no live path carries the next version
+    // No live path carries the rest: the journal from here.
+    auto rest = reader_->catch_up(target);
+    return rest.ok() ? ok_status() : rest.status();
   }
   return ok_status();
 }
 
-std::optional<Status> Subscriber::apply_over_nccl(uint64_t target, uint64_t* bytes_read) {
-  const std::optional<uint64_t> held = reader_->held();
-  if (!nccl_ || !held || *held >= target) return std::nullopt;
-  // A round has the NCCL deadline; the worker waits a little longer for its outcome.
-  const auto deadline =
-      std::chrono::steady_clock::now() + nccl_timeout(config_.nccl()) + std::chrono::seconds(1);
-  for (uint64_t v = *held + 1; v <= target; ++v) {
-    auto received = nccl_->take_received(v, deadline);
-    if (!received) {
-      if (v == *held + 1) return std::nullopt;
-      // The rest was not broadcast: the journal from here.
-      auto rest = reader_->catch_up(target);
-      return rest.ok() ? ok_status() : Status(rest.status().code(), rest.status().message());
-    }
-    Status applied = received->ok() ? reader_->apply_delta_from(std::move((*received)->manifest),
-                                                                std::move((*received)->parts),
-                                                                "nccl version " + std::to_string(v))
-                                    : received->status();
-    if (!applied.ok()) {
-      nccl_->forget_through(target);  // next: the journal
-      return Status(applied.code(), "over nccl: " + applied.message());
-    }
-    *bytes_read += (*received)->bytes_read;
-  }
-  return ok_status();
+void Subscriber::forget_live_through(uint64_t version) {
+  for (const auto& path : live_) path->forget_through(version);
+  std::lock_guard<std::mutex> lock(mu_);
+  live_descriptors_.erase(live_descriptors_.begin(), live_descriptors_.upper_bound(version));
+}
+
+void Subscriber::stop_live_paths() {
+  for (const auto& path : live_) path->shutdown();
 }
 
 }  // namespace weightcast

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include "src/control/group_status.h"
 #include "tests/control/coordinator_state_harness.h"
@@ -51,8 +53,12 @@ struct NcclGroup : Group {
     for (uint32_t r : {1u, 2u, 3u}) join_nccl(*this, r);
   }
   std::vector<OutgoingMessage> publish_in(uint64_t v, uint64_t epoch) {
-    proto::Envelope e = msg(1, "offer { nccl_epoch: " + std::to_string(epoch) + " }");
+    proto::Envelope e = msg(1, "offer {}");
     e.mutable_offer()->set_version(v);
+    if (epoch != 0) {
+      (*e.mutable_offer()->mutable_live_descriptors())[std::string(kNcclPath)] =
+          nccl_descriptor(epoch);
+    }
     for (const auto& c : checksums_of(v)) *e.mutable_offer()->add_checksums() = c;
     return send(1, e);
   }
@@ -82,15 +88,28 @@ struct NcclGroup : Group {
 
 uint64_t offered_epoch(const std::vector<OutgoingMessage>& out, const std::string& peer) {
   for (const auto& m : out) {
-    if (m.peer == peer && m.message.has_offer()) return m.message.offer().nccl_epoch();
+    if (m.peer != peer || !m.message.has_offer()) continue;
+    const auto& d = m.message.offer().live_descriptors();
+    auto it = d.find(std::string(kNcclPath));
+    return it == d.end() ? 0 : nccl_descriptor_epoch(it->second).value_or(99);
   }
   ADD_FAILURE() << "no offer to " << peer;
   return 99;
 }
 
-TEST(CoordinatorNccl, TheFallbackTransportIsWelcomedNeverNccl) {
+TEST(CoordinatorNccl, TheWelcomeListsNcclThenTheJournal) {
   NcclGroup g;
-  EXPECT_EQ(only(join_nccl(g, 4), Body::kWelcome).welcome().transport(), "fs");
+  const proto::Welcome w = only(join_nccl(g, 4), Body::kWelcome).welcome();
+  EXPECT_EQ(std::vector<std::string>(w.transports().begin(), w.transports().end()),
+            (std::vector<std::string>{"nccl", "fs"}));
+}
+
+TEST(CoordinatorNccl, ARankWhoseConfigPutsTheJournalFirstIsNoMember) {
+  CoordinatorSettings s = nccl_settings();
+  s.transports = {"fs", "nccl"};
+  Group g(s);
+  for (uint32_t r : {1u, 2u}) join_nccl(g, r);
+  EXPECT_TRUE(stages(g.publish(1)).empty()) << "no member uses nccl: no epoch forms";
 }
 
 TEST(CoordinatorNccl, AnEpochFormsAtTheFirstOfferAndOnlyLaterOffersRideOnIt) {
@@ -246,7 +265,7 @@ TEST(CoordinatorNccl, AnEpochNotFormedInTimeEndsAndLeavesOutTheRanksThatDidNotJo
 TEST(CoordinatorNccl, StatusShowsTheEpochInForce) {
   NcclGroup g;
   EXPECT_EQ(g.state.status(g.now).nccl_epoch(), 0u);
-  EXPECT_EQ(format_status(g.state.status(g.now)).find("nccl"), std::string::npos);
+  EXPECT_EQ(format_status(g.state.status(g.now)).find("nccl epoch"), std::string::npos);
   g.publish_in(1, 0);
   EXPECT_NE(format_status(g.state.status(g.now)).find("nccl epoch 1 (forming): ranks 1,2,3\n"),
             std::string::npos);

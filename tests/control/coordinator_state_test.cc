@@ -7,7 +7,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "tests/control/coordinator_state_harness.h"
 
@@ -15,6 +18,12 @@ namespace weightcast::coordinator_test {
 namespace {
 
 using namespace std::chrono_literals;
+
+std::vector<std::string> transports(const proto::Welcome& w) {
+  return {w.transports().begin(), w.transports().end()};
+}
+
+using Names = std::vector<std::string>;
 
 TEST(CoordinatorState, SubscriberJoinsLiveWithoutAHead) {
   Group g;
@@ -26,7 +35,7 @@ TEST(CoordinatorState, SubscriberJoinsLiveWithoutAHead) {
   EXPECT_EQ(w.protocol(), 1u);
   EXPECT_FALSE(w.has_head());
   EXPECT_EQ(w.plan(), "live");
-  EXPECT_EQ(w.transport(), "fs");
+  EXPECT_EQ(transports(w), Names{"fs"});
   EXPECT_EQ(w.journal_root(), "/journal");
   EXPECT_EQ(g.member_state(2), "live");
   EXPECT_TRUE(has_event(g.state.take_events(), Kind::kJoined, 2));
@@ -58,9 +67,39 @@ TEST(CoordinatorState, PublisherJoinsOnTheHighestCommonProtocolAndPreferredTrans
   EXPECT_EQ(out[0].message.protocol(), 2u);
   EXPECT_EQ(out[0].message.welcome().protocol(), 2u);
   EXPECT_EQ(out[0].message.welcome().plan(), "live");
-  EXPECT_EQ(out[0].message.welcome().transport(), "ucx");
-  EXPECT_EQ(only(g.join(2), Body::kWelcome).welcome().transport(), "fs");
+  EXPECT_EQ(transports(out[0].message.welcome()), (Names{"ucx", "fs"})) << "the config's order";
+  EXPECT_EQ(transports(only(g.join(2), Body::kWelcome).welcome()), Names{"fs"});
   EXPECT_EQ(g.member_state(1), "live");
+}
+
+TEST(CoordinatorState, ARanksPathsEndAtTheJournal) {
+  CoordinatorSettings s = test_settings();
+  s.transports = {"ucx", "fs", "nccl"};
+  Group g(s);
+  const auto out = g.send(2, hello(2, proto::ROLE_SUBSCRIBER, "transports: ['nccl', 'fs', 'ucx']"));
+  EXPECT_EQ(transports(only(out, Body::kWelcome).welcome()), (Names{"ucx", "fs"}))
+      << "the journal carries every version: nccl after it is never needed";
+  EXPECT_EQ(g.state.status(g.now).members(0).transport(), "ucx") << "the path it prefers";
+}
+
+TEST(CoordinatorState, LiveDescriptorsReachOnlyTheSubscribersGivenTheirPath) {
+  CoordinatorSettings s = test_settings();
+  s.transports = {"ucx", "fs"};
+  Group g(s);
+  g.join(1);
+  g.send(2, hello(2, proto::ROLE_SUBSCRIBER, "transports: ['fs', 'ucx']"));
+  g.join(3);  // fs only
+  proto::Envelope e = msg(1, "offer { version: 1 }");
+  (*e.mutable_offer()->mutable_live_descriptors())["ucx"] = "blob";
+  (*e.mutable_offer()->mutable_live_descriptors())["shm"] = "not a path of this group";
+  std::map<std::string, std::vector<std::string>> got;
+  for (const auto& m : g.send(1, e)) {
+    if (!m.message.has_offer()) continue;
+    for (const auto& [path, d] : m.message.offer().live_descriptors()) {
+      got[m.peer].push_back(path + "=" + d);
+    }
+  }
+  EXPECT_EQ(got, (std::map<std::string, std::vector<std::string>>{{"sub2", {"ucx=blob"}}}));
 }
 
 TEST(CoordinatorState, ProtocolMismatchIsRefusedFatally) {
@@ -115,7 +154,6 @@ TEST(CoordinatorState, OfferGoesToEverySubscriberThatIsNotDead) {
   const auto out = g.publish(1);
   EXPECT_EQ(peers(out, Body::kOffer), (Peers{"sub2", "sub3"}));
   EXPECT_TRUE(peers(out, Body::kCommit).empty());
-  EXPECT_EQ(out[0].message.offer().transport(), "fs");
   EXPECT_EQ(out[0].message.offer().checksums_size(), 2);
   EXPECT_EQ(g.state.head(), 1u);
   EXPECT_FALSE(g.state.committed().has_value());

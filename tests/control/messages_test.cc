@@ -29,7 +29,7 @@ proto::Envelope offer_with(size_t checksums) {
   offer->set_version(12);
   offer->set_has_base(true);
   offer->set_base_version(11);
-  offer->set_transport("shm");
+  (*offer->mutable_live_descriptors())["shm"] = "descriptor";
   for (size_t i = 0; i < checksums; ++i) {
     proto::TensorChecksum* c = offer->add_checksums();
     c->set_name("layers." + std::to_string(i) + ".weight");
@@ -62,7 +62,8 @@ std::vector<proto::Envelope> every_body_kind() {
   welcome->set_has_head(true);
   welcome->set_head_version(12);
   welcome->set_committed_version(11);
-  welcome->set_transport("shm");
+  welcome->add_transports("shm");
+  welcome->add_transports("fs");
   welcome->set_journal_root("/journal");
   welcome->set_plan("live");
   all.push_back(m);
@@ -262,13 +263,13 @@ TEST(ControlMessageDecode, TooLongStringInHello) {
 }
 
 TEST(ControlMessageDecode, TooLongStringInWelcome) {
-  for (const char* field : {"transport", "journal_root", "plan"}) {
+  for (const char* field : {"transport 1", "journal_root", "plan"}) {
     proto::Envelope m = every_body_kind()[1];
     proto::Welcome* w = m.mutable_welcome();
     const std::string f = field;
-    (f == "transport" ? *w->mutable_transport()
-     : f == "plan"    ? *w->mutable_plan()
-                      : *w->mutable_journal_root()) = kLong;
+    (f == "transport 1" ? *w->mutable_transports(1)
+     : f == "plan"      ? *w->mutable_plan()
+                        : *w->mutable_journal_root()) = kLong;
     EXPECT_EQ(decode_error(m, small_strings()),
               "control message: welcome " + f + " is 9 bytes, limit 8");
   }
@@ -285,17 +286,21 @@ TEST(ControlMessageDecode, TooLongStringInOffer) {
   m.mutable_offer()->mutable_checksums(2)->set_name(std::string(5000, 'n'));
   EXPECT_EQ(decode_error(m), "control message: offer checksum 2 name is 5000 bytes, limit 4096");
   m = offer_with(0);
-  m.mutable_offer()->set_transport(kLong);
+  (*m.mutable_offer()->mutable_live_descriptors())[kLong] = "d";
   EXPECT_EQ(decode_error(m, small_strings()),
-            "control message: offer transport is 9 bytes, limit 8");
+            "control message: offer live descriptor name is 9 bytes, limit 8");
 }
 
-TEST(ControlMessageDecode, OversizedUcxBlobInOffer) {
+TEST(ControlMessageDecode, OversizedOrTooManyLiveDescriptorsInOffer) {
   proto::Envelope m = offer_with(1);
-  m.mutable_offer()->set_ucx_blob(std::string(65, 'b'));
+  (*m.mutable_offer()->mutable_live_descriptors())["ucx"] = std::string(65, 'b');
   MessageLimits limits;
   limits.max_blob_bytes = 64;
-  EXPECT_EQ(decode_error(m, limits), "offer ucx_blob has 65 bytes, more than 64");
+  EXPECT_EQ(decode_error(m, limits),
+            "control message: offer live descriptor 'ucx' has 65 bytes, more than 64");
+  limits.max_transports = 1;
+  EXPECT_EQ(decode_error(m, limits), "control message: offer has 2 live descriptors, limit 1");
+  limits.max_transports = 2;
   limits.max_blob_bytes = 65;
   EXPECT_TRUE(decode_envelope(as_bytes(encode_envelope(m)), limits).ok());
 }
@@ -420,9 +425,9 @@ TEST(ControlMessageDescribe, OneLinePerBodyKind) {
   EXPECT_EQ(lines[0],
             "hello from rank 3 (subscriber, protocol 1-1, holds v11, transports shm,tcp, "
             "node-7:4242)");
-  EXPECT_EQ(lines[1], "welcome protocol 1 (head v12, committed v11, transport shm, plan live)");
+  EXPECT_EQ(lines[1], "welcome protocol 1 (head v12, committed v11, transports shm,fs, plan live)");
   EXPECT_EQ(lines[2], "refuse (fatal): unknown rank 9");
-  EXPECT_EQ(lines[3], "offer v12 base 11 (3 tensors)");
+  EXPECT_EQ(lines[3], "offer v12 base 11 (3 tensors, live shm)");
   EXPECT_EQ(lines[4], "ack v12 from rank 3");
   EXPECT_EQ(lines[5], "nack v12 from rank 3: checksum mismatch");
   EXPECT_EQ(lines[6], "recover to v12 from an anchor: missed v10");

@@ -3,6 +3,8 @@
 // meanwhile.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "src/control/nccl_epochs.h"
 
 namespace weightcast {
@@ -154,6 +156,13 @@ TEST(NcclEpochs, EpochsThatKeepFailingAreSuspendedUntilMembershipChanges) {
   ASSERT_TRUE(e.begin_version(14).has_value());
   EXPECT_FALSE(e.left(2)->ready) << "a leave is not a failure";
   EXPECT_FALSE(e.suspended());
+}
+
+TEST(NcclDescriptor, NamesAnEpochAndNothingElseParses) {
+  EXPECT_EQ(nccl_descriptor_epoch(nccl_descriptor(7)), 7u);
+  EXPECT_EQ(nccl_descriptor_epoch(nccl_descriptor(0)), std::nullopt) << "epoch 0 is none";
+  EXPECT_EQ(nccl_descriptor_epoch(""), std::nullopt);
+  EXPECT_EQ(nccl_descriptor_epoch(std::string("\xff\xff", 2)), std::nullopt);
 }
 
 TEST(NcclEpochs, NoEpochWithoutAPublisherOrWithoutASubscriber) {

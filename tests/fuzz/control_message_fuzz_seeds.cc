@@ -49,7 +49,8 @@ std::vector<proto::Envelope> every_body_kind() {
   welcome->set_committed_version(41);
   welcome->set_has_anchor(true);
   welcome->set_anchor_version(32);
-  welcome->set_transport("shm");
+  welcome->add_transports("ucx");
+  welcome->add_transports("fs");
   welcome->set_journal_root("/var/lib/weightcast/journal");
   welcome->set_plan("catch_up");
   welcome->set_journal_id("0123456789abcdef0123456789abcdef");
@@ -68,8 +69,9 @@ std::vector<proto::Envelope> every_body_kind() {
   add_checksums(offer->mutable_checksums(), 7);
   offer->set_stored_bytes(123456789);
   offer->set_published_unix_us(1700000000000000);
-  offer->set_transport("ucx");
-  offer->set_ucx_blob(std::string("WCUB\x01\x00\x00\x00", 8) + std::string(40, '\x07'));
+  (*offer->mutable_live_descriptors())["ucx"] =
+      std::string("WCUB\x01\x00\x00\x00", 8) + std::string(40, '\x07');
+  (*offer->mutable_live_descriptors())["nccl"] = std::string("\x08\x03", 2);  // epoch 3
   all.push_back(m);
 
   m = envelope(1, false);

@@ -44,13 +44,19 @@ bool limits_hold(const proto::Envelope& m, const MessageLimits& l) {
       }
       return short_enough(m.hello().host(), l);
     case proto::Envelope::kWelcome:
-      return short_enough(m.welcome().transport(), l) &&
-             short_enough(m.welcome().journal_root(), l) && short_enough(m.welcome().plan(), l);
+      if (!within(m.welcome().transports_size(), l.max_transports)) return false;
+      for (const std::string& t : m.welcome().transports()) {
+        if (!short_enough(t, l)) return false;
+      }
+      return short_enough(m.welcome().journal_root(), l) && short_enough(m.welcome().plan(), l);
     case proto::Envelope::kRefuse:
       return short_enough(m.refuse().reason(), l);
     case proto::Envelope::kOffer:
-      return checksums_ok(m.offer().checksums(), l) && short_enough(m.offer().transport(), l) &&
-             m.offer().ucx_blob().size() <= l.max_blob_bytes;
+      if (!within(m.offer().live_descriptors_size(), l.max_transports)) return false;
+      for (const auto& [path, descriptor] : m.offer().live_descriptors()) {
+        if (!short_enough(path, l) || descriptor.size() > l.max_blob_bytes) return false;
+      }
+      return checksums_ok(m.offer().checksums(), l);
     case proto::Envelope::kAck:
       return checksums_ok(m.ack().checksums(), l) && short_enough(m.ack().transport(), l);
     case proto::Envelope::kNack:

@@ -1,4 +1,4 @@
-// The live NCCL path of a rank group (src/endpoint/nccl_live.h) in one process against a
+// The nccl live path of a rank group (src/endpoint/nccl_live_path.h) in one process against a
 // coordinator thread on loopback, with the in-process loopback group standing in for NCCL
 // (transport/nccl/loopback_broadcast_group.h; the NCCL group itself runs on a lent GPU:
 // tests/transport_nccl). What this proves on a CPU: the epoch protocol end to end (make_id,
@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "src/endpoint/nccl_live.h"
+#include "src/endpoint/nccl_live_path.h"
 #include "tests/group/group_harness.h"
 #include "tests/group/trainer_side.h"
 #include "transport/nccl/loopback_broadcast_group.h"
@@ -67,10 +69,18 @@ class FailingGroups final : public nccl::BroadcastGroupFactory {
 };
 
 NcclGroupsMaker loopback_groups() {
-  return [] {
+  return [](const proto::NcclConfig&) {
     return Result<std::unique_ptr<nccl::BroadcastGroupFactory>>(
         std::make_unique<nccl::LoopbackBroadcastGroupFactory>());
   };
+}
+
+// The default paths with nccl on `groups` (empty: the default nccl path, on real NCCL).
+std::shared_ptr<const LivePathRegistry> paths_on(NcclGroupsMaker groups) {
+  if (!groups) return nullptr;
+  auto paths = std::make_shared<LivePathRegistry>(*default_live_paths());
+  paths->add(100, nccl_live_path(std::move(groups), {MemoryKind::kHost}));
+  return paths;
 }
 
 GroupSpec nccl_spec(uint32_t subscribers) {
@@ -88,13 +98,13 @@ std::unique_ptr<Subscriber> connect_engine(const TestGroup& g, uint32_t rank, We
                                            std::vector<std::string>& bad,
                                            NcclGroupsMaker groups = loopback_groups()) {
   SubscriberOptions so = one_thread<SubscriberOptions>(rank);
-  so.nccl_groups = std::move(groups);
+  so.live_paths = paths_on(std::move(groups));
   return connect_engine(g, std::move(so), engine, bad);
 }
 
 PublisherOptions nccl_publisher() {
   PublisherOptions po = one_thread<PublisherOptions>(1);
-  po.nccl_groups = loopback_groups();
+  po.live_paths = paths_on(loopback_groups());
   return po;
 }
 
@@ -109,7 +119,7 @@ TEST(GroupNccl, SubscribersOfAReadyEpochReceiveDeltasByBroadcastAndALateOneJoins
   TestGroup g(nccl_spec(3));
   TrainerSide t(g, nccl_publisher());
   ASSERT_TRUE(t.ok()) << t.why();
-  ASSERT_TRUE(t.publisher->serves_nccl());
+  ASSERT_TRUE(t.publisher->serves("nccl"));
   Weights engines[3];
   std::vector<std::string> bad[3];
   std::unique_ptr<Subscriber> subs[3];
@@ -142,7 +152,7 @@ TEST(GroupNccl, SubscribersOfAReadyEpochReceiveDeltasByBroadcastAndALateOneJoins
       EXPECT_EQ(acked_transport(*status, v, rank), "nccl") << who << " v" << v;
     }
     const SubscriberStats stats = subs[i]->stats();
-    EXPECT_GE(stats.versions_over_nccl, i < 2 ? 8u : 3u) << who;
+    EXPECT_GE(stats.versions_by_path.at("nccl"), i < 2 ? 8u : 3u) << who;
     EXPECT_EQ(stats.last_transport, "nccl") << who;
     EXPECT_EQ(stats.nacks, 0u) << who;
   }
@@ -155,7 +165,7 @@ TEST(GroupNccl, AFailedRoundIsNackedRecoveredThroughTheJournalAndTheNextEpochCar
   Weights engine;
   std::vector<std::string> bad;
   // Rounds are 3 calls (header, descriptor, parts): call 11 is inside the 4th round.
-  auto sub = connect_engine(g, g.subscriber_rank(0), engine, bad, [] {
+  auto sub = connect_engine(g, g.subscriber_rank(0), engine, bad, [](const proto::NcclConfig&) {
     return Result<std::unique_ptr<nccl::BroadcastGroupFactory>>(
         std::make_unique<FailingGroups>(11));
   });
@@ -211,7 +221,7 @@ TEST(NcclGroupOnOneGpu, APublisherAndASubscriberCarryVersionsOverNcclWhereTwoRan
   PublisherOptions po = one_thread<PublisherOptions>(1);
   TrainerSide t(g, po);
   ASSERT_TRUE(t.ok()) << t.why();
-  ASSERT_TRUE(t.publisher->serves_nccl());
+  ASSERT_TRUE(t.publisher->serves("nccl"));
   Weights engine;
   std::vector<std::string> bad;
   auto sub = connect_engine(g, g.subscriber_rank(0), engine, bad, {});

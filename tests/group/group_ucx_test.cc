@@ -1,4 +1,4 @@
-// The live UCX path of a rank group (src/endpoint/ucx_live.h), in one process against a
+// The ucx live path of a rank group (src/endpoint/ucx_live.h), in one process against a
 // coordinator thread on loopback, with UCX's shared-memory and TCP transports forced in turn
 // and the publisher serving in place and from shared-memory copies:
 // live subscribers read every delta from the publisher's memory over UCX and ack it as such;
@@ -46,7 +46,7 @@ TEST_P(GroupUcx, LiveSubscribersReadDeltasOverUcx) {
   TestGroup g(spec(2));
   TrainerSide t(g);
   ASSERT_TRUE(t.ok()) << t.why();
-  ASSERT_TRUE(t.publisher->serves_ucx())
+  ASSERT_TRUE(t.publisher->serves("ucx"))
       << "UCX did not start with UCX_TLS=" << std::get<0>(GetParam());
   Weights engines[2];
   std::vector<std::string> bad[2];
@@ -76,7 +76,7 @@ TEST_P(GroupUcx, LiveSubscribersReadDeltasOverUcx) {
       EXPECT_EQ(acked_transport(*status, v, rank), "ucx") << "rank " << rank << " v" << v;
     }
     const SubscriberStats stats = subs[i]->stats();
-    EXPECT_EQ(stats.versions_over_ucx, 6u) << "rank " << rank;
+    EXPECT_EQ(stats.versions_by_path.at("ucx"), 6u) << "rank " << rank;
     EXPECT_EQ(stats.last_transport, "ucx");
     EXPECT_EQ(stats.nacks, 0u);
   }
@@ -90,12 +90,12 @@ TEST_P(GroupUcx, UcxFailureIsNackedAndRecoveredThroughTheJournal) {
   Publisher* publisher = nullptr;
   PublisherOptions po = one_thread<PublisherOptions>(1);
   po.before_offer = [&publisher](uint64_t v) {
-    if (v == 3 && publisher != nullptr) publisher->close_ucx_for_test();
+    if (v == 3 && publisher != nullptr) publisher->close_live_path_for_test("ucx");
   };
   TrainerSide t(g, po);
   ASSERT_TRUE(t.ok()) << t.why();
   publisher = t.publisher.get();
-  ASSERT_TRUE(publisher->serves_ucx());
+  ASSERT_TRUE(publisher->serves("ucx"));
   Weights engine;
   std::vector<std::string> bad;
   auto sub = connect_engine(g, g.subscriber_rank(0), engine, bad);
@@ -113,7 +113,7 @@ TEST_P(GroupUcx, UcxFailureIsNackedAndRecoveredThroughTheJournal) {
   EXPECT_TRUE(bad.empty()) << "held a torn " << bad.front();
   const SubscriberStats stats = sub->stats();
   EXPECT_GE(stats.nacks, 1u) << "the failed UCX read must be nacked";
-  EXPECT_EQ(stats.versions_over_ucx, 2u);  // v1, v2
+  EXPECT_EQ(stats.versions_by_path.at("ucx"), 2u);  // v1, v2
   EXPECT_EQ(stats.last_transport, "fs");
   // A subscriber catching up does not hold commits back: its acks may land after them.
   EXPECT_TRUE(eventually(

@@ -1,11 +1,11 @@
 // The check both live paths (UCX, NCCL) make before applying a delta they received:
-// check_live_delta_parts in src/endpoint/ucx_live.h.
+// check_live_delta_parts in src/endpoint/live_path.h.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "src/endpoint/ucx_live.h"
+#include "src/endpoint/live_path.h"
 
 namespace weightcast {
 namespace {
