@@ -49,6 +49,7 @@ test-asan: deps pyenv
 bench: build
 	@bench/run_delta_bench.sh $(BUILD)/src/weightcast
 	@bench/run_group_bench.sh $(BUILD)
+	@$(BUILD)/src/weightcast bench group --transports fs,ucx
 	@bench/run_ucx_bench.sh $(BUILD)/src/weightcast
 
 # A longer coverage-guided run of every fuzz target (FUZZ_SECONDS each, default 60).

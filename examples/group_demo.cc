@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "examples/group_demo_baseline.h"
+#include "examples/group_demo_report.h"
 #include "examples/group_demo_setup.h"
 #include "src/cli/number_flags.h"
 #include "src/control/group_config.h"
@@ -93,7 +94,8 @@ int main(int argc, char** argv) {
       ->check(number_in<uint64_t>(0, kMaxDemoVersions));
   app.add_flag("--no-faults", no_faults, "No late joiner and no kill (benchmark runs)");
   app.add_flag("!--no-baseline", a.baseline, "Skip the full-safetensors write+read baseline");
-  app.add_option("--json-out", a.json_out, "Write per-version figures as JSON");
+  app.add_option("--json-out", a.json_out,
+                 "Write per-version and per-rank figures as JSON (examples/group_demo_report.h)");
   app.add_option("--transports", a.transports, "Transports in preference order")
       ->delimiter(',')
       ->check(CLI::IsMember({"fs", "ucx"}))
@@ -216,6 +218,7 @@ int main(int argc, char** argv) {
     if (failed) break;
   }
   std::printf("\n%s", format_status(status).c_str());
+  const nlohmann::json rank_figures = ranks_json(status);  // before the ranks stop: VmHWM
   const int down = launcher(a, g, "down --grace 20");
   if (down != 0 && failure.empty()) failure = "a rank did not stop cleanly (see its log)";
   if (a.kill_restart && !(killed && restarted) && failure.empty()) failure = "kill/restart failed";
@@ -223,17 +226,12 @@ int main(int argc, char** argv) {
   std::vector<double> delta_ms, anchor_ms;
   std::map<std::string, uint64_t> acks_by_transport;
   uint64_t stored = 0;
-  nlohmann::json versions = nlohmann::json::array();
   for (const auto& [v, s] : printed) {
     (s.anchor() ? anchor_ms : delta_ms).push_back(s.publish_to_commit_us() / 1e3);
     stored += s.stored_bytes();
     for (const auto& r : s.results()) {
       if (r.result() == "ok") ++acks_by_transport[r.transport().empty() ? "?" : r.transport()];
     }
-    versions.push_back({{"version", v},
-                        {"anchor", s.anchor()},
-                        {"stored_bytes", s.stored_bytes()},
-                        {"publish_to_commit_ms", s.publish_to_commit_us() / 1e3}});
   }
   std::printf(
       "\nsummary: %zu versions committed, %.1f MB stored in the journal; publish -> "
@@ -248,7 +246,10 @@ int main(int argc, char** argv) {
   nlohmann::json out{{"parameters", a.parameters},
                      {"subscribers", g.subscriber_ranks},
                      {"density", a.density},
-                     {"versions", versions},
+                     {"config", g.config_path},
+                     {"journal_root", g.journal_root},
+                     {"versions", versions_json(printed, status)},
+                     {"ranks", rank_figures},
                      {"median_delta_ms", median(delta_ms)},
                      {"median_anchor_ms", median(anchor_ms)},
                      {"acks_by_transport", acks_by_transport}};

@@ -314,6 +314,7 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
   });
 
   register_bench_model_delta(*bench, exit_code);
+  register_bench_group(*bench, exit_code);
 #if WEIGHTCAST_HAVE_UCX
   register_bench_ucx(*bench, exit_code);
 #endif

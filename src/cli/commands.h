@@ -11,6 +11,7 @@ namespace weightcast::cli {
 void register_version_command(CLI::App& app, int& exit_code);
 void register_delta_commands(CLI::App& app, int& exit_code);
 void register_bench_commands(CLI::App& app, int& exit_code);
+void register_bench_group(CLI::App& bench, int& exit_code);  // under `bench`
 void register_adapter_commands(CLI::App& app, int& exit_code);
 void register_journal_commands(CLI::App& app, int& exit_code);
 void register_journal_repair(CLI::App* journal, int& exit_code);  // under `journal`

@@ -70,6 +70,7 @@ void CoordinatorState::restore_head(uint64_t head, std::optional<uint64_t> ancho
   if (anchor) anchor_ = anchor;
   VersionRecord& record = versions_[head];
   record.offer.set_version(head);
+  record.offer.set_anchor(anchor && *anchor == head);  // HEAD names the head as its anchor
   for (auto& c : checksums) *record.offer.add_checksums() = std::move(c);
   record.offered_at = now;
   trim_versions();
@@ -369,6 +370,8 @@ proto::StatusReply CoordinatorState::status(TimePoint now) const {
     vs.set_stored_bytes(record.offer.stored_bytes());
     vs.set_committed(record.committed);
     vs.set_publish_to_commit_us(record.publish_to_commit_us);
+    vs.set_publisher_peak_rss_bytes(record.offer.peak_rss_bytes());
+    vs.set_publisher_model_bytes(record.offer.model_bytes());
     for (const auto& [rank, r] : record.results) *vs.add_results() = r;
   }
   return s;

@@ -114,7 +114,11 @@ std::vector<OutgoingMessage> CoordinatorState::on_ack(Member& member, const prot
   nccl_acked(ack);
   set_result(v, member.rank, "ok", ack.apply_us(), ack.bytes_read());
   if (auto r = versions_.find(v); r != versions_.end() && r->second.results.count(member.rank)) {
-    r->second.results[member.rank].set_transport(ack.transport());
+    proto::SubscriberResult& result = r->second.results[member.rank];
+    result.set_transport(ack.transport());
+    result.set_bytes_written(ack.bytes_written());
+    result.set_peak_rss_bytes(ack.peak_rss_bytes());
+    result.set_engine_bytes(ack.engine_bytes());
   }
   event(CoordinatorEvent::Kind::kAcked, member.rank, v, "");
   if (member.state == MemberState::kCatchUp && head_ && v >= *head_) {

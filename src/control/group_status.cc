@@ -67,13 +67,27 @@ nlohmann::json status_to_json(const proto::StatusReply& s) {
   j["versions"] = nlohmann::json::array();
   for (const auto& v : s.versions()) {
     nlohmann::json results = nlohmann::json::object();
-    for (const auto& r : v.results()) results[std::to_string(r.rank())] = r.result();
+    nlohmann::json subscribers = nlohmann::json::array();
+    for (const auto& r : v.results()) {
+      results[std::to_string(r.rank())] = r.result();
+      subscribers.push_back({{"rank", r.rank()},
+                             {"result", r.result()},
+                             {"transport", r.transport()},
+                             {"apply_us", r.apply_us()},
+                             {"bytes_read", r.bytes_read()},
+                             {"bytes_written", r.bytes_written()},
+                             {"peak_rss_bytes", r.peak_rss_bytes()},
+                             {"engine_bytes", r.engine_bytes()}});
+    }
     j["versions"].push_back({{"version", v.version()},
                              {"anchor", v.anchor()},
                              {"stored_bytes", v.stored_bytes()},
                              {"committed", v.committed()},
                              {"publish_to_commit_us", v.publish_to_commit_us()},
-                             {"results", results}});
+                             {"publisher_peak_rss_bytes", v.publisher_peak_rss_bytes()},
+                             {"publisher_model_bytes", v.publisher_model_bytes()},
+                             {"results", results},
+                             {"subscribers", subscribers}});
   }
   return j;
 }

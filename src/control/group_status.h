@@ -20,6 +20,10 @@ Result<proto::StatusReply> query_group_status(const proto::GroupConfig& config,
                                               const std::string& key_file,
                                               std::chrono::milliseconds timeout);
 
+// The reply as JSON (`weightcast group status --json`). Each version lists "results" (rank ->
+// result) and "subscribers" (per rank: result, transport, apply_us, bytes_read, bytes_written,
+// peak_rss_bytes, engine_bytes; 0 where the ack did not report it), and the publisher's
+// publisher_peak_rss_bytes and publisher_model_bytes from its offer.
 nlohmann::json status_to_json(const proto::StatusReply& status);
 
 // Head, committed, anchor, then one line per member: rank, role, state, version, transport,

@@ -300,6 +300,11 @@ Status Publisher::run_job(PublishJob& job) {
   offer.set_stored_bytes(report.stored_bytes);
   offer.set_published_unix_us(started_unix);
   offer.set_journal_id(writer_->head()->journal_id());
+  // For the benches: this process's peak RSS so far and the bytes of the registered tensors.
+  uint64_t model_bytes = 0;
+  for (const auto& t : tensors_) model_bytes += t.numel() * t.element_size();
+  offer.set_model_bytes(model_bytes);
+  offer.set_peak_rss_bytes(process_peak_rss_bytes());
   if (report.delta) {
     // Every path shares the one delta (never writing it) for as long as it serves it.
     const auto delta = std::make_shared<const DeltaInMemory>(std::move(*report.delta));

@@ -86,6 +86,13 @@ std::vector<FlagCase> weightcast_flags() {
       {"bench model-delta", "--threads", {"0", "1025"}, ""},
       {"bench model-delta", "--seed", {"18446744073709551616"}, ""},
       {"bench model-delta", "--verify-every", {"0", "1099511627777"}, ""},
+      {"bench group", "--parameters", {"0", "1023", "34359738369"}, ""},
+      {"bench group", "--density", {"0", "0.6", "nan"}, ""},
+      {"bench group", "--versions", {"0", "1000000001"}, ""},
+      {"bench group", "--subscribers", {"0", "257"}, ""},
+      {"bench group", "--threads", {"1025"}, ""},
+      {"bench group", "--timeout-s", {"0", "86401"}, ""},
+      {"bench group", "--bound-factor", {"0.5", "1001", "inf"}, ""},
   };
 #if WEIGHTCAST_HAVE_UCX
   for (FlagCase c : std::vector<FlagCase>{

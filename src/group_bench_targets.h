@@ -1,0 +1,66 @@
+// The figures and targets of one rank-group run in `weightcast bench group`: what the demo's
+// --json-out reported (examples/group_demo_report.h) next to the in-process codec reference
+// of the same versions (src/group_codec_reference.h), each target as measured / bound.
+//
+// Only steady versions count for the per-version targets ("counted"): every subscriber acked
+// it "ok" (acked_by_all) and also acked the version before it. The demo's publisher does not
+// wait for subscribers, so versions it publishes while they still load the first anchor commit
+// with nobody to ack them; and the first version a subscriber acks is the one it joined or
+// caught up at (an anchor load and a replay of deltas), not the cost of one step.
+//
+// Targets (docs/PERFORMANCE.md, "Rank group bench"), every bound multiplied by `slack`:
+//   subscriber_rss      per subscriber: peak RSS - engine bytes
+//                       <= rss_fixed_bytes + rss_delta_factor x the largest delta version's
+//                       stored bytes;
+//   bytes_written       per subscriber and delta version: bytes written into engine memory
+//                       <= written_factor x changed elements x element size;
+//   all_acked_vs_codec  the median over the delta versions of publish -> all-acked divided
+//                       by the in-process encode + apply of that version <= latency_factor.
+// A target that cannot be evaluated (the rank did not report the figure, or no codec
+// reference was measured) has "pass": null and a "why". A 0 in the demo's figures means "not
+// reported" (proto3 scalars), except that a subscriber's engine bytes fall back to the
+// publisher's model bytes (a weightcastd subscriber registers every tensor of the journal)
+// and its peak RSS to the VmHWM the demo read; the "*_source" fields say which was used.
+//
+// Schema of the result:
+//   largest_delta_bytes, median_delta_ratio (null without the reference),
+//   ranks: [{rank, role, peak_rss_bytes, peak_rss_source ("ack", "offer", "vm_hwm", "none"),
+//            own_bytes, own_bytes_source ("ack", "offer", "publisher_model_bytes", "none"),
+//            peak_rss_minus_engine_bytes (subscribers only)}],
+//   versions: [{version, kind ("anchor", "delta"), acked_by_all, counted, stored_bytes,
+//               publish_to_all_acked_ms, changed_elements, encode_ms, apply_ms,
+//               encode_apply_ms, ratio (counted deltas, with the reference; else null),
+//               subscribers: [{rank, result, transport, bytes_written, bytes_read}]}]
+//               (bytes_written, bytes_read: null when not reported),
+//   targets: [{target, rank (per-rank targets), version (bytes_written), measured, bound,
+//              unit ("bytes" or "ratio"), pass (true, false or null), why (when null)}]
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "src/group_codec_reference.h"
+
+namespace weightcast {
+
+struct GroupBenchBounds {
+  uint64_t rss_fixed_bytes = uint64_t{64} << 20;
+  double rss_delta_factor = 2;
+  double written_factor = 2;
+  double latency_factor = 1.5;
+  double slack = 1;  // multiplies every bound (`--bound-factor`)
+};
+
+// `demo` is one run's --json-out; `codec` the reference of the same versions, or null.
+nlohmann::json summarize_group_run(const nlohmann::json& demo, const CodecReference* codec,
+                                   const GroupBenchBounds& bounds);
+
+// Whether every target of `runs` (summaries above) named in `names` passed; a target that
+// could not be evaluated does not pass. `failed` collects "<target> <rank/version>: ..." lines.
+bool targets_pass(const nlohmann::json& runs, const std::vector<std::string>& names,
+                  std::vector<std::string>* failed);
+
+}  // namespace weightcast

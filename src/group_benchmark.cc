@@ -1,0 +1,198 @@
+#include "src/group_benchmark.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+
+#include "src/control/group_config.h"
+
+extern char** environ;
+
+namespace weightcast {
+namespace {
+
+using nlohmann::json;
+
+// Runs argv[0] with stdout and stderr appended to `log`; its exit status, or -1 when it did
+// not exit normally.
+Result<int> run_logged(const std::vector<std::string>& argv, const std::string& log) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    return failed_precondition("cannot start " + argv[0] + ": " + std::strerror(rc));
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return internal_error("waitpid: " + std::string(std::strerror(errno)));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string last_lines(const std::string& path, size_t n) {
+  std::ifstream in(path);
+  std::deque<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(line);
+    if (lines.size() > n) lines.pop_front();
+  }
+  std::string out;
+  for (const auto& l : lines) out += "\n  " + l;
+  return out;
+}
+
+// Exactly as given: std::to_string would print 1e-9 as "0.000000".
+std::string decimal(double x) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.17g", x);
+  return s;
+}
+
+Result<std::vector<std::string>> transport_flags(const std::string& transport) {
+  if (transport == "fs") return std::vector<std::string>{"--transports", "fs"};
+  if (transport == "ucx") {
+    return std::vector<std::string>{"--transports", "ucx,fs", "--ucx-publisher-memory", "in_place"};
+  }
+  if (transport == "ucx-copy") {
+    return std::vector<std::string>{"--transports", "ucx,fs", "--ucx-publisher-memory", "copy"};
+  }
+  return invalid_argument("bench group: unknown transport '" + transport +
+                          "' (fs, ucx or ucx-copy)");
+}
+
+Result<json> run_demo(const GroupBenchConfig& c, const std::string& transport) {
+  ASSIGN_OR_RETURN(std::vector<std::string> extra, transport_flags(transport));
+  const std::string dir = c.work_dir + "/" + transport;
+  const std::string json_path = dir + ".json", log = dir + ".log";
+  std::error_code ec;
+  std::filesystem::remove(json_path, ec);
+  std::vector<std::string> argv{c.demo,
+                                "--work-dir",
+                                dir,
+                                "--parameters",
+                                std::to_string(c.parameters),
+                                "--density",
+                                decimal(c.density),
+                                "--versions",
+                                std::to_string(c.versions),
+                                "--subscribers",
+                                std::to_string(c.subscribers),
+                                "--no-faults",
+                                "--no-baseline",
+                                "--timeout-s",
+                                std::to_string(c.timeout_s),
+                                "--json-out",
+                                json_path};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  if (c.log) c.log("bench group: running the group over " + transport + " (log " + log + ")");
+  ASSIGN_OR_RETURN(const int rc, run_logged(argv, log));
+  if (rc != 0) {
+    return failed_precondition("bench group: the run over " + transport + " failed (exit " +
+                               std::to_string(rc) + "); see " + log + ":" + last_lines(log, 15));
+  }
+  std::ifstream in(json_path);
+  json demo = json::parse(in, nullptr, false);
+  if (demo.is_discarded() || !demo.is_object()) {
+    return data_loss("bench group: the run over " + transport + " wrote no readable " + json_path);
+  }
+  demo["log"] = log;
+  demo["demo_json"] = json_path;
+  return demo;
+}
+
+}  // namespace
+
+Result<json> run_group_benchmark(const GroupBenchConfig& c) {
+  if (c.transports.empty()) return invalid_argument("bench group: no transport to run");
+  if (c.demo.empty()) return invalid_argument("bench group: no group demo executable given");
+  std::error_code ec;
+  std::filesystem::create_directories(c.work_dir, ec);
+  if (ec) {
+    return failed_precondition("bench group: cannot create " + c.work_dir + ": " + ec.message());
+  }
+  std::vector<json> demos;
+  for (const auto& t : c.transports) {
+    ASSIGN_OR_RETURN(json demo, run_demo(c, t));
+    demos.push_back(std::move(demo));
+  }
+
+  // The versions the group published, and the model's seed from the config the demo wrote.
+  std::set<uint64_t> deltas;
+  uint64_t last = 0;
+  for (const auto& d : demos) {
+    for (const auto& v : d.value("versions", json::array())) {
+      const uint64_t version = v.value("version", uint64_t{0});
+      last = std::max(last, version);
+      if (!v.value("anchor", false) && version > 0) deltas.insert(version);
+    }
+  }
+  ASSIGN_OR_RETURN(const proto::GroupConfig config,
+                   load_group_config(demos.front().value("config", "")));
+  json out{{"parameters", c.parameters},
+           {"density", c.density},
+           {"versions", c.versions},
+           {"subscribers", c.subscribers},
+           {"seed", config.demo().seed()}};
+  out["bounds"] = {{"rss_fixed_bytes", c.bounds.rss_fixed_bytes},
+                   {"rss_delta_factor", c.bounds.rss_delta_factor},
+                   {"written_factor", c.bounds.written_factor},
+                   {"latency_factor", c.bounds.latency_factor},
+                   {"slack", c.bounds.slack}};
+  std::optional<CodecReference> codec;
+  out["codec"] = json();
+  if (c.codec_reference && !deltas.empty()) {
+    CodecReferenceConfig rc;
+    rc.parameters = config.demo().parameters();
+    rc.density = config.demo().density();
+    rc.seed = config.demo().seed();
+    rc.threads = c.threads;
+    rc.last_version = last;
+    rc.delta_versions = deltas;
+    rc.log = c.log;
+    if (c.log) c.log("bench group: measuring encode + apply of the same versions in-process");
+    ASSIGN_OR_RETURN(codec, measure_codec_reference(rc));
+    json versions = json::array();
+    for (const auto& f : codec->versions) {
+      versions.push_back({{"version", f.version},
+                          {"changed_elements", f.changed_elements},
+                          {"changed_tensors", f.changed_tensors},
+                          {"record_bytes", f.record_bytes},
+                          {"encode_ms", f.encode_s * 1e3},
+                          {"apply_ms", f.apply_s * 1e3}});
+    }
+    out["codec"] = {{"parameters", codec->parameters},
+                    {"tensors", codec->tensors},
+                    {"threads", codec->threads},
+                    {"versions", versions}};
+  }
+  out["runs"] = json::array();
+  for (size_t i = 0; i < demos.size(); ++i) {
+    json run = summarize_group_run(demos[i], codec ? &*codec : nullptr, c.bounds);
+    run["transport"] = c.transports[i];
+    run["demo_json"] = demos[i]["demo_json"];
+    run["log"] = demos[i]["log"];
+    run["acks_by_transport"] = demos[i].value("acks_by_transport", json::object());
+    out["runs"].push_back(std::move(run));
+  }
+  return out;
+}
+
+}  // namespace weightcast

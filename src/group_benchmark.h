@@ -1,0 +1,50 @@
+// `weightcast bench group`: the rank-group figures of docs/PERFORMANCE.md ("Rank group bench")
+// in one command. It runs the group demo (examples/group_demo.cc, started through
+// deploy/local/weightcast-local) once per transport with --no-faults, reads each run's
+// --json-out, measures the in-process codec reference of the same versions
+// (src/group_codec_reference.h) after the runs (so that it does not compete with the ranks for
+// the cores), and puts every run's figures next to its targets (src/group_bench_targets.h).
+//
+// Transports: "fs" (subscribers read the journal), "ucx" (live over UCX, the publisher serving
+// its own memory in place) and "ucx-copy" (from a shared-memory copy), as
+// bench/run_group_bench.sh. Each run's files go to <work_dir>/<transport>/ (the demo's work
+// directory, emptied of a previous run's journal), <work_dir>/<transport>.json and .log.
+//
+// The result: {parameters, density, versions, subscribers, seed, bounds {rss_fixed_bytes,
+// rss_delta_factor, written_factor, latency_factor, slack}, codec (null without the reference,
+// else {parameters, tensors, threads, versions: [{version, changed_elements, changed_tensors,
+// record_bytes, encode_ms, apply_ms}]}), runs: [{transport, demo_json, log, ...the summary of
+// summarize_group_run}]}. Fails when a run fails (naming its log) or the reference fails;
+// targets never fail it (the caller decides, `--check`).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "codec/status.h"
+#include "src/group_bench_targets.h"
+
+namespace weightcast {
+
+struct GroupBenchConfig {
+  uint64_t parameters = uint64_t{1} << 28;
+  double density = 0.01;
+  uint64_t versions = 10;  // after the initial one (the demo's --versions)
+  uint32_t subscribers = 1;
+  std::vector<std::string> transports = {"fs"};
+  std::string work_dir = "/tmp/weightcast-bench-group";
+  std::string demo;           // the weightcast_group_demo executable
+  size_t threads = 0;         // the codec reference's (0: all cores, as weightcastd)
+  uint32_t timeout_s = 1800;  // per run
+  bool codec_reference = true;
+  GroupBenchBounds bounds;
+  std::function<void(const std::string&)> log;  // progress lines; none when empty
+};
+
+Result<nlohmann::json> run_group_benchmark(const GroupBenchConfig& config);
+
+}  // namespace weightcast

@@ -1,0 +1,126 @@
+// `weightcast bench group` as a user runs it: help, a small rank group whose JSON holds every
+// figure the command promises (docs/PERFORMANCE.md, "Rank group bench"), the in-process
+// reference regenerating the very deltas the group published, and an exit status that depends
+// on the targets only with --check.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/service/run_command.h"
+
+namespace weightcast {
+namespace {
+
+using testing::run_cli;
+
+// The JSON object the run printed on stdout (progress lines on stderr come first).
+nlohmann::json parse_json(const std::string& output) {
+  size_t from = output.rfind("\n{\n");  // nested objects are indented: this is the outer one
+  if (from != std::string::npos) {
+    ++from;
+  } else if (output.rfind("{\n", 0) == 0) {
+    from = 0;
+  } else {
+    return nlohmann::json();
+  }
+  return nlohmann::json::parse(output.substr(from), nullptr, /*allow_exceptions=*/false);
+}
+
+std::string work_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("weightcast-bench-group-test-" + name + "-" + std::to_string(::getpid()));
+  return dir.string();
+}
+
+TEST(GroupBenchCli, HasHelp) {
+  auto r = run_cli("bench group --help");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* option :
+       {"Usage", "--parameters", "--density", "--versions", "--subscribers", "--transports",
+        "--work-dir", "--json", "--check", "--check-targets", "--bound-factor", "268435456"}) {
+    EXPECT_NE(r.output.find(option), std::string::npos) << option << "\n" << r.output;
+  }
+}
+
+TEST(GroupBenchCli, SmallGroupReportsEveryFigure) {
+  const std::string dir = work_dir("small");
+  auto r = run_cli(
+      "bench group --parameters 2000000 --versions 4 --transports fs --json "
+      "--work-dir " +
+      dir);
+  // Whatever the targets say (at this size the latency ratio is far off), the runs succeeded.
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = parse_json(r.output);
+  ASSERT_TRUE(j.is_object()) << r.output;
+  EXPECT_EQ(j["parameters"], 2000000);
+  EXPECT_EQ(j["subscribers"], 1);
+  EXPECT_EQ(j["check"], false);
+  ASSERT_EQ(j["runs"].size(), 1u);
+  const nlohmann::json& run = j["runs"][0];
+  EXPECT_EQ(run["transport"], "fs");
+
+  // Ranks: the publisher and the subscriber, each with its peak RSS and own tensor bytes.
+  ASSERT_EQ(run["ranks"].size(), 2u) << run.dump(2);
+  for (const auto& rank : run["ranks"]) {
+    EXPECT_GT(rank["peak_rss_bytes"].get<uint64_t>(), rank["own_bytes"].get<uint64_t>());
+    EXPECT_EQ(rank["own_bytes"], run["ranks"][0]["own_bytes"]);  // a subscriber holds the model
+    if (rank["role"] == "subscriber") EXPECT_TRUE(rank.contains("peak_rss_minus_engine_bytes"));
+  }
+
+  // Versions 0..4, the anchor first; every delta has its in-process reference, whose records
+  // are the group's (one journal part: its 16-byte header besides the record bytes).
+  ASSERT_EQ(run["versions"].size(), 5u) << run.dump(2);
+  EXPECT_EQ(run["versions"][0]["kind"], "anchor");
+  ASSERT_TRUE(j["codec"].is_object()) << j.dump(2);
+  ASSERT_EQ(j["codec"]["versions"].size(), 4u);
+  for (size_t i = 1; i < 5; ++i) {
+    const auto& v = run["versions"][i];
+    const auto& c = j["codec"]["versions"][i - 1];
+    EXPECT_EQ(v["kind"], "delta");
+    EXPECT_EQ(v["changed_elements"], c["changed_elements"]);
+    EXPECT_EQ(v["stored_bytes"].get<uint64_t>(), c["record_bytes"].get<uint64_t>() + 16);
+    EXPECT_GT(v["publish_to_all_acked_ms"].get<double>(), 0);
+    EXPECT_GT(v["encode_apply_ms"].get<double>(), 0);
+  }
+  EXPECT_EQ(run["versions"].back()["acked_by_all"], true);  // the run ends with all at the head
+
+  // The three targets, each measured / bound.
+  for (const char* name : {"subscriber_rss", "bytes_written", "all_acked_vs_codec"}) {
+    bool found = false;
+    for (const auto& t : run["targets"]) found = found || t["target"] == name;
+    EXPECT_TRUE(found) << name << "\n" << run["targets"].dump(2);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(GroupBenchCli, CheckFailsOnATargetItCannotEvaluate) {
+  const std::string dir = work_dir("check");
+  // Without the reference the latency target is n/a: a failure under --check only.
+  const std::string args =
+      "bench group --parameters 2000000 --versions 1 --no-codec-reference "
+      "--check-targets all_acked_vs_codec --work-dir " +
+      dir;
+  auto plain = run_cli(args);
+  EXPECT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_TRUE(testing::has(plain, "n/a")) << plain.output;
+  auto checked = run_cli(args + " --check");
+  EXPECT_EQ(checked.exit_code, 1) << checked.output;
+  EXPECT_TRUE(testing::has(checked, "all_acked_vs_codec (fs): not evaluated")) << checked.output;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(GroupBenchCli, ReportsAFailedRun) {
+  auto r = run_cli(
+      "bench group --parameters 2000000 --versions 1 --demo /nonexistent/demo "
+      "--work-dir " +
+      work_dir("missing"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(testing::has(r, "/nonexistent/demo")) << r.output;
+  std::filesystem::remove_all(work_dir("missing"));
+}
+
+}  // namespace
+}  // namespace weightcast
