@@ -9,8 +9,8 @@
 #include "codec/allocation.h"
 #include "codec/delta_manifest.h"
 #include "src/control/wait_reporter.h"
-#include "src/endpoint/tensor_staging.h"
 #include "transport/fs/catch_up_reader.h"
+#include "transport/tensor_staging.h"
 
 namespace weightcast {
 namespace {

@@ -96,7 +96,7 @@ class Publisher {
   ~Publisher();
 
   // Before the first publish; names unique; host memory, or CUDA memory in builds with the
-  // CUDA toolkit (src/endpoint/tensor_staging.h).
+  // CUDA toolkit (transport/tensor_staging.h).
   Status register_tensor(const TensorRef& ref);
 
   Result<PublishHandle> publish(uint64_t version, bool force_anchor = false);

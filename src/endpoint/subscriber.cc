@@ -6,10 +6,10 @@
 
 #include "codec/allocation.h"
 #include "codec/delta_manifest.h"
-#include "src/endpoint/tensor_staging.h"
 #include "transport/fs/catch_up_reader.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/journal_layout.h"
+#include "transport/tensor_staging.h"
 
 namespace weightcast {
 
@@ -46,23 +46,24 @@ Status Subscriber::register_tensor(const TensorRef& destination) {
 Status Subscriber::connect() {
   if (link_) return failed_precondition("connect() called twice");
   if (tensors_.empty()) return failed_precondition("connect() before any tensor was registered");
+  // The reader writes the engine's tensors themselves: no staging copy of the model.
   std::vector<ReaderDestination> dest;
+  engine_bytes_ = 0;
   for (const auto& t : tensors_) {
-    auto bytes = allocate_bytes(t.numel() * t.element_size(),
-                                "the subscriber's staging of tensor '" + t.name + "'");
-    if (!bytes.ok()) {
-      staging_.clear();
-      return bytes.status();
-    }
-    staging_.push_back(std::move(*bytes));
-    dest.push_back({t.name, t.dtype, t.shape, staging_.back()});
+    ReaderDestination d;
+    d.name = t.name;
+    d.view = t;
+    dest.push_back(std::move(d));
+    engine_bytes_ += t.numel() * t.element_size();
   }
-  live_checksums_.assign(tensors_.size(), std::nullopt);
+  claim_pending_ = options_.claimed_version.has_value();
   CatchUpOptions reader;
   reader.pool = pool_.get();
   reader.lease_holder = "rank-" + std::to_string(options_.rank);
   reader.lease_ttl_ms = config_.timeouts().lease_ttl_ms();
   reader.log = options_.log;
+  reader.before_write = options_.before_apply;
+  reader.after_write = options_.after_apply;
   reader_ = std::make_unique<CatchUpReader>(config_.journal_root(), std::move(dest), reader);
 
   RankLinkOptions link;
@@ -139,6 +140,20 @@ void Subscriber::on_message(const proto::Envelope& m) {
   cv_.notify_all();
 }
 
+void Subscriber::check_claim() {
+  claim_pending_ = false;
+  const uint64_t v = *options_.claimed_version;
+  Status adopted = reader_->adopt(v);
+  if (options_.log) {
+    options_.log(adopted.ok() ? "subscriber: the engine's tensors hold v" + std::to_string(v) +
+                                    " as claimed (every checksum verified)"
+                              : "subscriber: not trusting the claimed v" + std::to_string(v) +
+                                    " (" + adopted.message() + "); loading an anchor in place");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.claim_verified = adopted.ok();
+}
+
 void Subscriber::attempt(uint64_t target) {
   const auto started = std::chrono::steady_clock::now();
   bool reload;
@@ -147,7 +162,9 @@ void Subscriber::attempt(uint64_t target) {
     reload = std::exchange(reload_from_anchor_, false);
   }
   if (reload) reader_->forget();
+  if (claim_pending_ && !reload) check_claim();
   const std::optional<uint64_t> before = reader_->held();
+  const uint64_t written_before = reader_->bytes_written();
   uint64_t bytes_read = 0;
   std::string how = "fs";
   Result<CatchUpReport> report = failed_precondition("not attempted");
@@ -165,80 +182,61 @@ void Subscriber::attempt(uint64_t target) {
   } else {
     report = reader_->catch_up(target);
   }
-  proto::Envelope e;
-  const auto send_nack = [&](uint64_t version, const Status& why, const std::string& doing) {
-    proto::Nack& nack = *e.mutable_nack();
-    nack.set_version(version);
-    nack.set_rank(options_.rank);
-    nack.set_reason(why.message().substr(0, 2000));
-    nack_log_->log("nack", "subscriber: " + doing + ": " + why.message(),
-                   "subscriber: {} more nacks", doing + ": " + why.message());
-    link_->send(std::move(e));
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.nacks;
-  };
-  if (!report.ok()) {
-    send_nack(target, report.status(), "cannot reach v" + std::to_string(target));
-    return;
-  }
-  const uint64_t version = report->version;
-  if (reload || before != reader_->held() || !current_ || *current_ != version) {
-    if (options_.before_apply) options_.before_apply(version);
-    std::vector<size_t> changed;
-    for (size_t i = 0; i < tensors_.size(); ++i) {
-      if (!live_checksums_[i] || *live_checksums_[i] != reader_->checksum(i)) changed.push_back(i);
-    }
-    std::vector<Status> copied(changed.size());
-    pool_->parallel_for(changed.size(), [&](size_t k) {
-      copied[k] = scatter_tensor(staging_[changed[k]], tensors_[changed[k]]);
-    });
-    // A tensor whose copy failed (a CUDA error) may be partly written: its live checksum is
-    // forgotten so that the next attempt, after the nack, writes it again.
-    Status scattered = ok_status();
-    for (size_t k = 0; k < changed.size(); ++k) {
-      const size_t i = changed[k];
-      if (copied[k].ok()) {
-        live_checksums_[i] = reader_->checksum(i);
-        continue;
-      }
-      live_checksums_[i].reset();
-      if (scattered.ok()) scattered = copied[k];
-    }
-    if (options_.after_apply) options_.after_apply(version);
-    if (!scattered.ok()) {
-      send_nack(version, scattered,
-                "cannot write v" + std::to_string(version) + " into the engine's tensors");
-      return;
-    }
+  const uint64_t written = reader_->bytes_written() - written_before;
+  // What the engine's tensors hold now, whatever the outcome: the target, the version before
+  // (a failure reverted), a version on the way, or none (an anchor failed while loading).
+  const std::optional<uint64_t> held = reader_->held();
+  std::vector<uint64_t> checksums;
+  if (held) {
+    for (size_t i = 0; i < tensors_.size(); ++i) checksums.push_back(reader_->checksum(i));
   }
   const uint64_t apply_us =
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                 std::chrono::steady_clock::now() - started)
                                 .count());
-  proto::Ack& ack = *e.mutable_ack();
-  ack.set_version(version);
-  ack.set_rank(options_.rank);
-  ack.set_apply_us(apply_us);
-  ack.set_bytes_read(bytes_read);
-  ack.set_transport(how);
-  std::vector<uint64_t> checksums;
-  for (size_t i = 0; i < tensors_.size(); ++i) {
-    proto::TensorChecksum& c = *ack.add_checksums();
-    c.set_name(tensors_[i].name);
-    c.set_checksum(reader_->checksum(i));
-    checksums.push_back(reader_->checksum(i));
+  proto::Envelope e;
+  if (!report.ok()) {
+    proto::Nack& nack = *e.mutable_nack();
+    nack.set_version(target);
+    nack.set_rank(options_.rank);
+    nack.set_reason(report.status().message().substr(0, 2000));
+    const std::string doing = "cannot reach v" + std::to_string(target);
+    nack_log_->log("nack", "subscriber: " + doing + ": " + report.status().message(),
+                   "subscriber: {} more nacks", doing + ": " + report.status().message());
+  } else {
+    proto::Ack& ack = *e.mutable_ack();
+    ack.set_version(report->version);
+    ack.set_rank(options_.rank);
+    ack.set_apply_us(apply_us);
+    ack.set_bytes_read(bytes_read);
+    ack.set_transport(how);
+    ack.set_bytes_written(written);
+    ack.set_peak_rss_bytes(process_peak_rss_bytes());
+    ack.set_engine_bytes(engine_bytes_);
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+      proto::TensorChecksum& c = *ack.add_checksums();
+      c.set_name(tensors_[i].name);
+      c.set_checksum(checksums[i]);
+    }
+    forget_live_through(report->version);  // what live paths keep for held versions is not needed
   }
-  forget_live_through(version);  // what live paths keep for versions now held is not needed
   {
+    // One update, so that whoever wakes on current_ sees the stats of the same attempt.
     std::lock_guard<std::mutex> lock(mu_);
-    current_ = version;
-    current_journal_ = reader_->held_journal_id();
-    current_checksums_ = std::move(checksums);
-    ++stats_.versions_applied;
-    stats_.anchors_loaded += report->anchors_loaded;
-    stats_.last_apply_us = apply_us;
-    stats_.last_transport = how;
-    stats_.versions_by_path[how] += version - before.value_or(version);
+    current_ = held;
+    current_journal_ = held ? reader_->held_journal_id() : std::string();
+    current_checksums_ = checksums;
+    stats_.last_bytes_written = written;
+    stats_.bytes_written += written;
+    if (!report.ok()) {
+      ++stats_.nacks;
+    } else {
+      ++stats_.versions_applied;
+      stats_.anchors_loaded += report->anchors_loaded;
+      stats_.last_apply_us = apply_us;
+      stats_.last_transport = how;
+      stats_.versions_by_path[how] += report->version - before.value_or(report->version);
+    }
     cv_.notify_all();
   }
   link_->send(std::move(e));

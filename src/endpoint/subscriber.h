@@ -1,16 +1,23 @@
 // The subscriber endpoint an inference engine embeds: register the engine's
-// tensors (whole, shards, strided views of packed parameters), connect, and versions arrive.
+// tensors (whole, or strided views of packed parameters; host or CUDA memory), connect, and
+// versions arrive.
 //
-// For every Offer (and every Recover, and a Welcome naming a newer head) a worker brings a
-// staging copy of the tensors to the target through the journal (delta from the version
-// held, or anchor + deltas; every part's XXH3 and every tensor's checksum verified), then
-// calls before_apply(v), copies the tensors that changed into the engine's memory, calls
-// after_apply(v) and acks v with every checksum. The engine's tensors are only ever written
-// from a verified staging copy, so they hold the last verified version or the new one and
-// never anything in between (invariant 1); a failure is nacked and the engine keeps its
-// version until a Recover succeeds. Failed attempts back off (0.25 s doubling to 4 s). The one
-// exception: a copy into the engine's memory that fails itself (a CUDA error) can leave that
-// tensor partly written; it is nacked and written again by the next attempt.
+// For every Offer (and every Recover, and a Welcome naming a newer head) a worker brings the
+// engine's tensors to the target in place (transport/fs/catch_up_reader.h): a delta's records
+// are applied straight into the engine's memory, an anchor is read into it; only record bytes
+// are staged, and they are checked (part XXH3s, manifest, record headers) before the first
+// write. A version is all or nothing: when a tensor fails once writes began (a target
+// mismatch, a corrupt chunk, a CUDA error) the tensors already applied in that version are
+// reverted and verified, the version is nacked and recovery follows. before_apply(v) and
+// after_apply(held) bracket the only window in which the engine's memory differs from a
+// verified version (an engine pauses generation there); after_apply names the version held
+// when the window closes (v, or the previous one after a revert), and is deferred while no
+// version is held (an anchor that failed while loading) so that a paused engine stays paused.
+// Each acked version carries every checksum. Failed attempts back off (0.25 s doubling to 4 s).
+//
+// An engine that loaded its weights itself (as vLLM does at start) sets claimed_version: the
+// subscriber verifies every tensor's checksum against that version's manifest and, on a
+// mismatch, loads an anchor in place instead of trusting the claim.
 //
 // Live paths (src/endpoint/live_path.h: ucx, nccl): when the Offers of the versions after the
 // held one carry descriptors of paths this rank runs, each version's delta is fetched over
@@ -50,9 +57,13 @@ struct SubscriberOptions {
   uint32_t rank = 0;
   size_t threads = 0;  // apply threads (0: hardware concurrency)
   ControlLog log;
-  // Around the copy into the engine's tensors, on the subscriber's worker thread.
+  // Around every write into the engine's tensors, on the subscriber's worker thread (see
+  // above): before_apply(version being written), after_apply(version held now).
   std::function<void(uint64_t version)> before_apply;
-  std::function<void(uint64_t version)> after_apply;
+  std::function<void(uint64_t held)> after_apply;
+  // The version the engine's tensors hold already at connect() (loaded by the engine itself);
+  // verified by checksum before it is trusted.
+  std::optional<uint64_t> claimed_version;
   // The live paths to start (those the group's transports list); unset: default_live_paths().
   std::shared_ptr<const LivePathRegistry> live_paths;
 };
@@ -64,7 +75,10 @@ struct SubscriberStats {
   uint64_t last_apply_us = 0;
   // Versions applied, by how they arrived: a live path's name, or "fs" (the journal).
   std::map<std::string, uint64_t> versions_by_path;
-  std::string last_transport;  // how the last applied version arrived: nccl, ucx or fs
+  std::string last_transport;       // how the last applied version arrived: nccl, ucx or fs
+  uint64_t last_bytes_written = 0;  // into the engine's memory by the last attempt
+  uint64_t bytes_written = 0;       // into the engine's memory in all (reverts included)
+  bool claim_verified = false;      // claimed_version matched the journal's checksums
 };
 
 class Subscriber {
@@ -74,7 +88,7 @@ class Subscriber {
   ~Subscriber();
 
   // Before connect(); names unique; host memory, or CUDA memory in builds with the CUDA
-  // toolkit (src/endpoint/tensor_staging.h).
+  // toolkit (transport/tensor_staging.h).
   Status register_tensor(const TensorRef& destination);
   // For a rank without an engine (weightcastd): waits for the journal's HEAD, then allocates
   // and registers a tensor for each of the head's tensors. While it waits it says why at a
@@ -102,6 +116,8 @@ class Subscriber {
   void on_message(const proto::Envelope& message);
   void worker();
   void attempt(uint64_t target);
+  // Verifies claimed_version against the journal (on the worker, before its first attempt).
+  void check_claim();
   // The live paths (subscriber_live.cc). start_live_paths: at connect(), adds the paths
   // this host can use to the Hello. note_live_message: every message first (without mu_);
   // true when it was only for a live path. apply_over_live_paths: nullopt when no live path
@@ -119,9 +135,9 @@ class Subscriber {
   SubscriberOptions options_;
   std::unique_ptr<ThreadPool> pool_;
   std::vector<TensorRef> tensors_;
-  std::vector<std::vector<uint8_t>> owned_;    // register_from_journal's tensors
-  std::vector<std::vector<uint8_t>> staging_;  // what the journal reader writes
-  std::vector<std::optional<uint64_t>> live_checksums_;
+  std::vector<std::vector<uint8_t>> owned_;  // register_from_journal's tensors
+  uint64_t engine_bytes_ = 0;                // of the registered tensors
+  bool claim_pending_ = false;               // claimed_version not yet checked (worker only)
   std::unique_ptr<CatchUpReader> reader_;
   std::unique_ptr<RankLink> link_;
   // After link_: a path's messages go out on the link. Set once in connect().

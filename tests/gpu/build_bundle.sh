@@ -8,7 +8,8 @@
 # CMakeCache.txt yet; an existing one must have been configured with the CUDA toolkit, else the
 # CUDA tests would only skip. The .cu files link the static CUDA runtime, so no libcudart
 # travels; the GPU machine's driver provides libcuda. BUNDLE_DIR is replaced by:
-#   bin/   service_tests, codec_tests, nccl_tests, group_tests, weightcast, gpu_codec_bench
+#   bin/   service_tests, codec_tests, nccl_tests, group_tests, endpoint_tests, weightcast,
+#          gpu_codec_bench
 #          and nccl_bucket_bench, debug info stripped (symbols kept for backtraces)
 #   lib/   every shared library ldd lists except glibc's own (the GPU machine has its own
 #          glibc, which must match its loader) and the C++ runtime: libprotobuf, libzstd, ...
@@ -28,10 +29,10 @@ BUILD="$(realpath -m "$1")"
 BUNDLE="$(realpath -m "$2")"
 JOBS="${JOBS:-2}"
 LIMIT_BYTES=$((64 * 1024 * 1024))  # the device tool's cap on what travels, tree included
-TARGETS=(service_tests codec_tests nccl_tests group_tests weightcast gpu_codec_bench
+TARGETS=(service_tests codec_tests nccl_tests group_tests endpoint_tests weightcast gpu_codec_bench
   nccl_bucket_bench)
 BINARIES=("$BUILD/tests/service_tests" "$BUILD/tests/codec_tests" "$BUILD/tests/nccl_tests"
-  "$BUILD/tests/group_tests"
+  "$BUILD/tests/group_tests" "$BUILD/tests/endpoint_tests"
   "$BUILD/src/weightcast"
   "$BUILD/bench/gpu_codec_bench" "$BUILD/bench/nccl_bucket_bench")
 # glibc's libraries and the kernel's vDSO: provided by the GPU machine, never carried.

@@ -9,10 +9,16 @@
 # (at most 8 files, flat, as the device tool returns them):
 #   preflight.log       host, glibc against the bundle's MANIFEST, unresolved libraries, and
 #                       the GPU summary from nvidia-smi (absent GPU: noted, not an error)
-#   service_tests.log   the CUDA executor, staging and packed-expert gtests, under a timeout,
-#                       then group_tests' CudaStaging* (endpoints publishing CUDA tensors) and
-#                       NcclGroupOnOneGpu* (the rank group over NCCL, where two ranks fit a GPU)
-#   codec_tests.log     the CUDA codec gtests (Cuda*, ChunkCodecHd*)
+#   service_tests.log   the CUDA executor, staging and packed-expert gtests and the journal
+#                       reader writing CUDA tensors in place (CudaInPlaceReader*: anchors and
+#                       deltas into device tensors and strided halves, a failing tensor reverting
+#                       the device tensors before it), under a timeout, then group_tests'
+#                       CudaStaging* (endpoints publishing CUDA tensors and applying into them in
+#                       place) and NcclGroupOnOneGpu* (the rank group over NCCL, where two ranks
+#                       fit a GPU), and endpoint_tests' live-path conformance suite on real NCCL
+#                       (*nccl_cuda*)
+#   codec_tests.log     the CUDA codec gtests (Cuda*, ChunkCodecHd*; CudaDeltaRevert: revert of an
+#                       applied record in device memory)
 #   nccl_tests.log      the NCCL backend's one-GPU tests, the broadcast group's included (NCCL
 #                       from the Python wheel there), then nccl_bucket_bench's JSON (schedule vs
 #                       bare broadcasts)
@@ -136,6 +142,12 @@ if [[ -x "$BUNDLE/bin/group_tests" ]] && ((rc == 0)); then  # endpoints staging 
     --gtest_output="xml:$XML_DIR/group_tests.xml" 2>&1 | tee -a "$OUT/service_tests.log"
   rc=${PIPESTATUS[0]}
   cat "$XML_DIR/group_tests.xml" >>"$XML_DIR/service_tests.xml" 2>/dev/null
+fi
+if [[ -x "$BUNDLE/bin/endpoint_tests" ]] && ((rc == 0)); then  # the live-path suite on real NCCL
+  echo "==== endpoint_tests --gtest_filter=*nccl_cuda* (timeout ${TEST_TIMEOUT}s)" | tee -a "$OUT/service_tests.log"
+  timeout --kill-after=10 "$TEST_TIMEOUT" "$BUNDLE/bin/endpoint_tests" --gtest_filter='*nccl_cuda*' \
+    2>&1 | tee -a "$OUT/service_tests.log"
+  rc=${PIPESTATUS[0]}
 fi
 xml="$XML_DIR/service_tests.xml"
 skipped_cuda="$(grep -E 'classname="Cuda' "$xml" 2>/dev/null | grep -c 'result="skipped"')"

@@ -104,6 +104,9 @@ TEST(GroupProcess, PublisherKilledMidPublishAndRestarted) {
   GroupSpec spec;
   spec.parameters = 3000000;  // publications long enough to be killed inside one
   spec.versions = 10;
+  // Paced, so that the kill below (at most 4 s after v2) lands before the last version however
+  // fast the subscriber acks: the restarted publisher must have versions left to replay to.
+  spec.step_interval_ms = 400;
   TestGroup g(spec);
   RankProcess coordinator(g.config_path(), 0, g.dir() + "/r0.log");
   RankProcess sub2(g.config_path(), 2, g.dir() + "/r2.log");
@@ -123,7 +126,7 @@ TEST(GroupProcess, PublisherKilledMidPublishAndRestarted) {
         std::error_code ec;
         return std::filesystem::exists(staging, ec) && !std::filesystem::is_empty(staging, ec);
       },
-      seconds(20));
+      seconds(4));
   publisher->signal(SIGKILL);
   ASSERT_TRUE(publisher->wait_exit(seconds(10)).has_value());
   auto before = group_status(g.config());

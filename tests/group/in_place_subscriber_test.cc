@@ -123,8 +123,11 @@ TEST(InPlaceSubscriber, AClaimedVersionIsVerifiedAndAFalseClaimIsReplacedByTheAn
     EXPECT_EQ(stats.claim_verified, truthful);
     EXPECT_EQ(stats.anchors_loaded, truthful ? 0u : 1u);
     // A truthful engine has nothing written at all; the other one gets the whole anchor.
-    if (truthful) EXPECT_EQ(stats.bytes_written, 0u);
-    if (!truthful) EXPECT_GE(stats.bytes_written, (4 * 64 + 1000) * 2u);
+    if (truthful) {
+      EXPECT_EQ(stats.bytes_written, 0u);
+    } else {
+      EXPECT_GE(stats.bytes_written, (4 * 64 + 1000) * 2u);
+    }
     Weights expect;
     expect.set(3);
     EXPECT_EQ(engine.vec, expect.vec) << (truthful ? "truthful" : "false claim");
