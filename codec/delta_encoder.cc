@@ -1,5 +1,7 @@
 #include "codec/delta_encoder.h"
 
+#include <cstring>
+
 #include "codec/checksum.h"
 #include "codec/cuda_codec.h"
 #include "codec/thread_pool.h"
@@ -20,8 +22,12 @@ Result<DeltaRecordHeader> delta_header_for(const EncodeOptions& o, uint64_t rang
   return h;
 }
 
-Result<EncodedDelta> encode_delta(std::span<const uint8_t> old_bytes,
-                                  std::span<const uint8_t> new_bytes, const EncodeOptions& o) {
+namespace {
+
+// encode_delta; when `advance` is set, `old_bytes` is that buffer and each changed chunk is
+// copied from new to old once encoded.
+Result<EncodedDelta> encode(std::span<const uint8_t> old_bytes, std::span<const uint8_t> new_bytes,
+                            const EncodeOptions& o, uint8_t* advance) {
   const size_t es = dtype_size(o.dtype);
   const std::string who = "tensor '" + o.name + "'";
   if (old_bytes.size() != new_bytes.size()) {
@@ -53,6 +59,9 @@ Result<EncodedDelta> encode_delta(std::span<const uint8_t> old_bytes,
       base_parts[c] =
           checksum_range(old_bytes.data() + start * es, es, length, h.range_offset + start);
     }
+    if (advance != nullptr && chunks[c].changed != 0) {
+      std::memcpy(advance + start * es, new_bytes.data() + start * es, size_t{length} * es);
+    }
   };
   if (o.pool != nullptr) {
     o.pool->parallel_for(chunk_count, encode_one);
@@ -77,6 +86,19 @@ Result<EncodedDelta> encode_delta(std::span<const uint8_t> old_bytes,
   h.target_checksum = checksum;
   out.record = assemble_delta_record(h, payloads);
   return out;
+}
+
+}  // namespace
+
+Result<EncodedDelta> encode_delta(std::span<const uint8_t> old_bytes,
+                                  std::span<const uint8_t> new_bytes, const EncodeOptions& o) {
+  return encode(old_bytes, new_bytes, o, nullptr);
+}
+
+Result<EncodedDelta> encode_delta_advancing(std::span<uint8_t> snapshot,
+                                            std::span<const uint8_t> new_bytes,
+                                            const EncodeOptions& o) {
+  return encode(snapshot, new_bytes, o, snapshot.data());
 }
 
 Result<EncodedDelta> encode_delta_views(const TensorRef& old_view, const TensorRef& new_view,

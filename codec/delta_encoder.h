@@ -50,6 +50,14 @@ Result<DeltaRecordHeader> delta_header_for(const EncodeOptions& options, uint64_
 Result<EncodedDelta> encode_delta(std::span<const uint8_t> old_bytes,
                                   std::span<const uint8_t> new_bytes, const EncodeOptions& options);
 
+// encode_delta that also brings `snapshot` (the old bytes) to the new ones: each chunk with a
+// change is copied over right after it was encoded and its base checksum taken, while both are
+// in cache, so a publisher keeps one copy of the model instead of two (no separate pass).
+// On an error the snapshot's contents are unspecified.
+Result<EncodedDelta> encode_delta_advancing(std::span<uint8_t> snapshot,
+                                            std::span<const uint8_t> new_bytes,
+                                            const EncodeOptions& options);
+
 // The delta between two versions held in views: contiguous host views go through encode_delta
 // on their bytes, CUDA views through the CUDA encoder (cuda_codec.h); the bytes are the same.
 // Errors name the tensor.

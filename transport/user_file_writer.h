@@ -56,7 +56,7 @@ struct UserFileOptions {
   std::vector<std::string> inputs;
   // Journal roots the command reads: the output must not lie inside one (checked on top of
   // the layout detection, which finds any journal that has been written to).
-  std::vector<std::string> journals;
+  std::vector<std::string> journals{};
 };
 
 // create()'s refusals alone, creating nothing: for commands that check their output before

@@ -237,52 +237,75 @@ Status Publisher::run_job(PublishJob& job) {
   RETURN_IF_ERROR(wait_for_credit(job.version));
   const auto started = std::chrono::steady_clock::now();
   const uint64_t started_unix = unix_us();
-  if (current_.empty()) {
-    // Two copies of the model; a host that cannot hold them fails the version with a Status
-    // naming the tensor, and the next version tries again from nothing.
+  if (previous_.empty()) {
+    // One copy of the model, the snapshot (previous_), brought to each version as it is
+    // encoded. Host tensors laid out contiguously are read where they live; the others
+    // (strided views, CUDA memory) are gathered into current_ first. A host that cannot hold
+    // the copies fails the version with a Status naming the tensor; the next one retries.
     for (const auto& t : tensors_) {
       const size_t bytes = t.numel() * t.element_size();
-      const std::string what = "the publisher's copies of tensor '" + t.name + "'";
-      auto cur = allocate_bytes(bytes, what);
-      auto prev =
-          cur.ok() ? allocate_bytes(bytes, what) : Result<std::vector<uint8_t>>(cur.status());
-      if (!prev.ok()) {
+      const std::string what = "the publisher's copy of tensor '" + t.name + "'";
+      const bool direct = t.memory != MemoryKind::kCuda && t.is_contiguous();
+      auto prev = allocate_bytes(bytes, what);
+      auto cur = !prev.ok() ? Result<std::vector<uint8_t>>(prev.status())
+                 : direct   ? Result<std::vector<uint8_t>>(std::vector<uint8_t>())
+                            : allocate_bytes(bytes, what + " (gathered)");
+      if (!cur.ok()) {
         current_.clear();
         previous_.clear();
-        return prev.status().with_context("version " + std::to_string(job.version));
+        return cur.status().with_context("version " + std::to_string(job.version));
       }
-      current_.push_back(std::move(*cur));
       previous_.push_back(std::move(*prev));
+      current_.push_back(std::move(*cur));
     }
   }
   {
-    // Host tensors on the pool, CUDA ones through pinned staging meanwhile; a failed read
-    // fails the version (current_ is then scratch: previous_ is untouched).
-    const std::vector<std::span<uint8_t>> outs(current_.begin(), current_.end());
-    Status read = gather_tensors(tensors_, outs, pool_.get());
+    // Gathered views on the pool (CUDA ones through pinned staging meanwhile); a failed read
+    // fails the version (current_ is scratch; previous_ is untouched).
+    std::vector<TensorRef> gathered;
+    std::vector<std::span<uint8_t>> outs;
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+      if (current_[i].empty() && tensors_[i].numel() != 0) continue;  // read in place
+      gathered.push_back(tensors_[i]);
+      outs.emplace_back(current_[i]);
+    }
+    Status read = gather_tensors(gathered, outs, pool_.get());
     if (!read.ok()) {
       return read.with_context("version " + std::to_string(job.version) + ": reading tensors");
     }
   }
-  {
+  const auto reads_done = [&job] {
     std::lock_guard<std::mutex> lock(job.mu);
     job.reads_done = true;
     job.cv.notify_all();
-  }
+  };
   if (first_job_) {
     first_job_ = false;
     RETURN_IF_ERROR(rebuild_previous());
   }
   std::vector<PublishTensor> current, previous;
+  std::vector<std::span<uint8_t>> snapshot;
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const auto& t = tensors_[i];
-    current.push_back({t.name, t.dtype, t.shape, current_[i]});
+    const bool direct = current_[i].empty() && t.numel() != 0;
+    const std::span<const uint8_t> now =
+        direct ? std::span<const uint8_t>(t.first_byte(), t.numel() * t.element_size())
+               : std::span<const uint8_t>(current_[i]);
+    current.push_back({t.name, t.dtype, t.shape, now});
     if (have_previous_) previous.push_back({t.name, t.dtype, t.shape, previous_[i]});
+    snapshot.emplace_back(previous_[i]);
   }
-  ASSIGN_OR_RETURN(PublishReport report,
-                   writer_->publish(job.version, current, previous, job.force_anchor));
-  std::swap(current_, previous_);
+  // From here the snapshot may be part way between versions: a failure makes the next job
+  // rebuild it from the journal's head.
+  have_previous_ = false;
+  first_job_ = true;
+  const SnapshotAdvance advance{snapshot, reads_done};
+  auto published = writer_->publish(job.version, current, previous, job.force_anchor, &advance);
+  reads_done();  // also when the publish failed before it read everything
+  if (!published.ok()) return published.status();
+  PublishReport report = std::move(published).value();
   have_previous_ = true;
+  first_job_ = false;
 
   proto::Envelope e;
   proto::Offer& offer = *e.mutable_offer();

@@ -4,10 +4,15 @@
 // publish() returns at once with a handle; a worker then, in order:
 //   1. waits until fewer than max_in_flight published versions are uncommitted (the group's
 //      back-pressure),
-//   2. reads every registered tensor into the publisher's staging copy; wait_for_reads()
-//      returns after this, and the trainer may then change its weights again,
-//   3. writes the version to the journal (a delta against the previous published version,
-//      or an anchor: the first version, every anchor_every, when the tensors changed shape),
+//   2. gathers the tensors it cannot read where they live (strided views, CUDA memory) into
+//      buffers of their own; contiguous host tensors are read in place,
+//   3. writes the version to the journal (a delta against its snapshot of the previous
+//      published version, or an anchor: the first version, every anchor_every, when the
+//      tensors changed shape), bringing the snapshot to the new version in the same pass
+//      (one copy of the model, not two: transport/fs/journal_writer.h SnapshotAdvance);
+//      wait_for_reads() returns once the trainer's tensors were read for the last time (for
+//      an anchor, before its files are written from the snapshot), and the trainer may then
+//      change its weights again,
 //   4. serves the version's delta on every live path the group's transports list and this
 //      host can run (src/endpoint/live_path.h: ucx from its memory, nccl by the ready
 //      epoch's broadcast), and offers it to the coordinator with every tensor's checksum and
@@ -131,10 +136,13 @@ class Publisher {
   std::vector<std::unique_ptr<LivePathServer>> live_;
 
   std::vector<TensorRef> tensors_;
+  // previous_: the snapshot, the bytes of the last published version, advanced in place by
+  // each publication (SnapshotAdvance). current_: gather buffers for the tensors that cannot
+  // be read where they live (strided, CUDA); empty for contiguous host tensors.
   std::vector<std::vector<uint8_t>> current_;
   std::vector<std::vector<uint8_t>> previous_;
   bool have_previous_ = false;
-  bool first_job_ = true;
+  bool first_job_ = true;  // the snapshot is (re)built from the journal's head before use
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;

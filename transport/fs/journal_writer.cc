@@ -4,9 +4,12 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <vector>
 
 #include "codec/delta_encoder.h"
 #include "codec/delta_manifest.h"
+#include "codec/thread_pool.h"
 #include "transport/fs/journal_files.h"
 
 namespace weightcast {
@@ -86,7 +89,7 @@ Result<std::string> JournalWriter::delta_refusal(uint64_t version,
 Result<PublishReport> JournalWriter::publish(uint64_t version,
                                              std::span<const PublishTensor> current,
                                              std::span<const PublishTensor> previous,
-                                             bool force_anchor) {
+                                             bool force_anchor, const SnapshotAdvance* advance) {
   const double t0 = now_s();
   if (head_ && version <= head_->version()) {
     return failed_precondition("version " + std::to_string(version) + " is not newer than " +
@@ -110,7 +113,8 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
   Status written = ok_status();
   if (!report.anchor) {
     std::string needs_anchor;
-    written = write_delta_step(staged, current, previous, &manifest, &report, &needs_anchor);
+    written =
+        write_delta_step(staged, current, previous, &manifest, &report, &needs_anchor, advance);
     if (written.ok() && !needs_anchor.empty()) {
       report = PublishReport{};
       report.version = version;
@@ -130,7 +134,8 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
       std::string unused;
       written = make_directories(fresh + "/delta");
       if (written.ok()) {
-        written = write_delta_step(fresh + "/delta", current, previous, &delta, &ignored, &unused);
+        written = write_delta_step(fresh + "/delta", current, previous, &delta, &ignored, &unused,
+                                   advance);
       }
       if (written.ok()) written = write_manifest_file(fresh + "/delta", delta);
       if (written.ok() && ignored.delta) {
@@ -140,9 +145,24 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
     }
     manifest.clear_parts();
     manifest.clear_tensors();
-    if (written.ok()) written = write_anchor_step(fresh, current, &manifest, &report);
+    // With a snapshot, the anchor is written from it once it holds current's bytes (a delta
+    // just advanced it, or it is copied whole here), and the caller has current back.
+    std::vector<PublishTensor> from_snapshot;
+    if (written.ok() && advance != nullptr) {
+      for (size_t i = 0; i < current.size(); ++i) {
+        const std::span<uint8_t> snap = advance->snapshot[i];
+        if (!delta_possible) std::memcpy(snap.data(), current[i].bytes.data(), snap.size());
+        from_snapshot.push_back({current[i].name, current[i].dtype, current[i].shape, snap});
+      }
+      if (advance->current_read) advance->current_read();
+    }
+    if (written.ok()) {
+      written = write_anchor_step(fresh, advance != nullptr ? from_snapshot : current, &manifest,
+                                  &report);
+    }
     if (written.ok()) written = commit_step(layout_, fresh, manifest, options_.before_head);
   } else if (written.ok()) {
+    if (advance != nullptr && advance->current_read) advance->current_read();
     written = commit_step(layout_, staged, manifest, options_.before_head);
   }
   if (!written.ok()) {
@@ -185,11 +205,47 @@ Status JournalWriter::write_delta_step(const std::string& staged,
                                        std::span<const PublishTensor> current,
                                        std::span<const PublishTensor> previous,
                                        proto::StepManifest* manifest, PublishReport* report,
-                                       std::string* needs_anchor) {
+                                       std::string* needs_anchor, const SnapshotAdvance* advance) {
   manifest->set_kind(proto::STEP_DELTA);
   manifest->set_base_version(manifest->version() - 1);
   manifest->set_anchor_version(head_->anchor_version());
   DeltaPartWriter parts(staged, options_.delta, manifest);
+  for (size_t i = 0; i < current.size(); ++i) {
+    if (current[i].bytes.size() != previous[i].bytes.size()) {
+      return invalid_argument("tensor '" + current[i].name + "' has " +
+                              std::to_string(current[i].bytes.size()) + " bytes now and " +
+                              std::to_string(previous[i].bytes.size()) + " before");
+    }
+  }
+  // Tensors of a few chunks are encoded side by side, one per thread; larger ones one at a
+  // time, each spread over the pool by chunks (a pool runs one parallel_for at a time). The
+  // records are added to the parts in tensor order either way.
+  const size_t threads = options_.pool != nullptr ? options_.pool->size() : 1;
+  std::vector<size_t> small, large;
+  for (size_t i = 0; i < current.size(); ++i) {
+    if (dtype_size(current[i].dtype) == 8) continue;  // unchanged: delta_refusal checked
+    const uint64_t chunks =
+        current[i].bytes.size() / dtype_size(current[i].dtype) / kDefaultChunkElements + 1;
+    (chunks >= 2 * threads ? large : small).push_back(i);
+  }
+  std::vector<std::optional<Result<EncodedDelta>>> encoded(current.size());
+  const auto encode_one = [&](size_t i, ThreadPool* pool) {
+    EncodeOptions e;
+    e.name = current[i].name;
+    e.dtype = current[i].dtype;
+    e.base_version = manifest->base_version();
+    e.target_version = manifest->version();
+    e.pool = pool;
+    encoded[i] = advance != nullptr
+                     ? encode_delta_advancing(advance->snapshot[i], current[i].bytes, e)
+                     : encode_delta(previous[i].bytes, current[i].bytes, e);
+  };
+  if (options_.pool != nullptr && small.size() > 1) {
+    options_.pool->parallel_for(small.size(), [&](size_t k) { encode_one(small[k], nullptr); });
+  } else {
+    for (const size_t i : small) encode_one(i, nullptr);
+  }
+  for (const size_t i : large) encode_one(i, options_.pool);
   for (size_t i = 0; i < current.size(); ++i) {
     const proto::TensorState& before = head_manifest_.tensors(static_cast<int>(i));
     proto::TensorState* t = manifest->add_tensors();
@@ -197,32 +253,23 @@ Status JournalWriter::write_delta_step(const std::string& staged,
     t->set_dtype(before.dtype());
     *t->mutable_shape() = before.shape();
     t->set_checksum(before.checksum());
-    if (current[i].bytes.size() != previous[i].bytes.size()) {
-      return invalid_argument("tensor '" + current[i].name + "' has " +
-                              std::to_string(current[i].bytes.size()) + " bytes now and " +
-                              std::to_string(previous[i].bytes.size()) + " before");
-    }
-    if (dtype_size(current[i].dtype) == 8) continue;  // unchanged: delta_refusal checked
-    EncodeOptions e;
-    e.name = current[i].name;
-    e.dtype = current[i].dtype;
-    e.base_version = manifest->base_version();
-    e.target_version = manifest->version();
-    e.pool = options_.pool;
-    ASSIGN_OR_RETURN(auto encoded, encode_delta(previous[i].bytes, current[i].bytes, e));
-    if (encoded.header.base_checksum != before.checksum()) {
+    if (!encoded[i]) continue;
+    if (!encoded[i]->ok()) return encoded[i]->status();
+    EncodedDelta& delta = **encoded[i];
+    if (delta.header.base_checksum != before.checksum()) {
       return failed_precondition("previous bytes of tensor '" + current[i].name +
                                  "' are not those of version " +
                                  std::to_string(manifest->base_version()) + " (checksum " +
-                                 std::to_string(encoded.header.base_checksum) + ", manifest " +
+                                 std::to_string(delta.header.base_checksum) + ", manifest " +
                                  std::to_string(before.checksum()) + ")");
     }
-    if (encoded.header.changed == 0) continue;
-    t->set_checksum(encoded.header.target_checksum);
-    t->set_changed_elements(encoded.header.changed);
-    RETURN_IF_ERROR(parts.add_record(t, encoded.record));
+    if (delta.header.changed == 0) continue;
+    t->set_checksum(delta.header.target_checksum);
+    t->set_changed_elements(delta.header.changed);
+    RETURN_IF_ERROR(parts.add_record(t, delta.record));
+    encoded[i].reset();  // its bytes are in the part now
     ++report->changed_tensors;
-    report->changed_elements += encoded.header.changed;
+    report->changed_elements += delta.header.changed;
   }
   RETURN_IF_ERROR(parts.finish());
   report->stored_bytes = parts.stored_bytes();

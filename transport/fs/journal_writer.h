@@ -61,6 +61,18 @@ struct PublishReport {
   std::optional<DeltaInMemory> delta;
 };
 
+// Publishing with one copy of the model instead of two (what a publisher's snapshot needs):
+// `snapshot[i]` holds previous[i]'s bytes (the same memory; every tensor, previous given or
+// not) and is brought to current[i]'s as the step is written, a delta's changed chunks as they
+// are encoded (encode_delta_advancing), whole tensors otherwise. `current_read` is called once
+// current's bytes were read for the last time (the caller may change them from then on),
+// before an anchor's files are written, which they then are from the snapshot. On an error
+// the snapshot's contents are unspecified.
+struct SnapshotAdvance {
+  std::span<const std::span<uint8_t>> snapshot;
+  std::function<void()> current_read;
+};
+
 class JournalWriter {
  public:
   // Takes the root's writer lock (JournalLock: cleans a crashed writer's leftovers).
@@ -79,7 +91,8 @@ class JournalWriter {
   // tensor changed (the delta codec covers 1-, 2- and 4-byte elements). On error nothing is
   // published and the head is unchanged.
   Result<PublishReport> publish(uint64_t version, std::span<const PublishTensor> current,
-                                std::span<const PublishTensor> previous, bool force_anchor = false);
+                                std::span<const PublishTensor> previous, bool force_anchor = false,
+                                const SnapshotAdvance* advance = nullptr);
 
  private:
   JournalWriter(JournalOptions options, JournalLock lock);
@@ -89,7 +102,8 @@ class JournalWriter {
                            proto::StepManifest* manifest, PublishReport* report);
   Status write_delta_step(const std::string& staged, std::span<const PublishTensor> current,
                           std::span<const PublishTensor> previous, proto::StepManifest* manifest,
-                          PublishReport* report, std::string* needs_anchor);
+                          PublishReport* report, std::string* needs_anchor,
+                          const SnapshotAdvance* advance);
 
   JournalOptions options_;
   JournalLayout layout_;
