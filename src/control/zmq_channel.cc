@@ -374,14 +374,15 @@ Status ControlClient::send(const proto::Envelope& message) {
   return ok_status();
 }
 
-Result<std::optional<proto::Envelope>> ControlClient::receive(milliseconds timeout) {
+Result<std::optional<proto::Envelope>> ControlClient::receive(milliseconds timeout, int wake_fd) {
   const auto deadline = Clock::now() + timeout;
   try {
     for (;;) {
-      std::array<zmq::pollitem_t, 2> items{{{impl_->dealer.handle(), 0, ZMQ_POLLIN, 0},
-                                            {impl_->monitor.handle(), 0, ZMQ_POLLIN, 0}}};
+      std::array<zmq::pollitem_t, 3> items{{{impl_->dealer.handle(), 0, ZMQ_POLLIN, 0},
+                                            {impl_->monitor.handle(), 0, ZMQ_POLLIN, 0},
+                                            {nullptr, wake_fd, ZMQ_POLLIN, 0}}};
       try {
-        zmq::poll(items, remaining(deadline));
+        zmq::poll(items.data(), wake_fd >= 0 ? 3 : 2, remaining(deadline));
       } catch (const zmq::error_t& e) {
         if (e.num() != EINTR) throw;
       }
@@ -389,6 +390,7 @@ Result<std::optional<proto::Envelope>> ControlClient::receive(milliseconds timeo
       if ((items[0].revents & ZMQ_POLLIN) != 0) {
         if (auto message = impl_->take_one()) return message;
       }
+      if ((items[2].revents & ZMQ_POLLIN) != 0) return std::optional<proto::Envelope>();
       if (Clock::now() >= deadline) return std::optional<proto::Envelope>();
     }
   } catch (const zmq::error_t& e) {

@@ -89,7 +89,11 @@ class ControlClient {
   ~ControlClient();
 
   Status send(const proto::Envelope& message);
-  Result<std::optional<proto::Envelope>> receive(std::chrono::milliseconds timeout);
+  // Waits up to `timeout` for a message; returns early with none when `wake_fd` (an eventfd,
+  // or -1) becomes readable, which the caller then drains: how a sender on another thread
+  // gets its message out at once instead of after the timeout.
+  Result<std::optional<proto::Envelope>> receive(std::chrono::milliseconds timeout,
+                                                 int wake_fd = -1);
 
   // Set once the server refused this client's CURVE handshake (wrong or unknown key): the
   // reason, naming the endpoint. Checked by receive() callers that time out.

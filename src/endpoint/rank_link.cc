@@ -1,6 +1,7 @@
 #include "src/endpoint/rank_link.h"
 
 #include <netdb.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -62,12 +63,14 @@ Result<std::unique_ptr<RankLink>> RankLink::start(const proto::GroupConfig& conf
   std::unique_ptr<RankLink> link(new RankLink(std::move(options), config.coordinator_endpoint(),
                                               std::move(client), std::move(handler),
                                               std::move(held)));
+  link->wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);  // -1: the loop polls instead
   link->thread_ = std::thread([l = link.get()] { l->loop(); });
   return link;
 }
 
 RankLink::~RankLink() {
   stop();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
 proto::Envelope RankLink::envelope() const {
@@ -79,8 +82,14 @@ proto::Envelope RankLink::envelope() const {
 
 void RankLink::send(proto::Envelope message) {
   message.set_rank(options_.rank);
-  std::lock_guard<std::mutex> lock(mu_);
-  outbox_.push_back(std::move(message));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    outbox_.push_back(std::move(message));
+  }
+  if (wake_fd_ >= 0) {
+    const uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof(one));
+  }
 }
 
 void RankLink::say_hello() {
@@ -153,7 +162,11 @@ void RankLink::loop() {
       m.set_protocol(protocol_);
       (void)client_->send(m);
     }
-    auto incoming = client_->receive(std::chrono::milliseconds(20));
+    auto incoming = client_->receive(std::chrono::milliseconds(20), wake_fd_);
+    if (wake_fd_ >= 0) {
+      uint64_t count = 0;
+      (void)!::read(wake_fd_, &count, sizeof(count));  // the outbox is sent at the loop's top
+    }
     if (incoming.ok() && incoming->has_value()) handle(**incoming);
     if (auto failure = client_->auth_failure()) {
       std::lock_guard<std::mutex> lock(mu_);

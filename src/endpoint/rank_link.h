@@ -97,6 +97,7 @@ class RankLink {
   std::optional<std::string> fatal_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> leaving_{false};  // Leave queued: no more Hellos or heartbeats
+  int wake_fd_ = -1;                  // eventfd: send() wakes the loop out of its receive wait
   std::thread thread_;
 };
 

@@ -184,6 +184,33 @@ TEST_F(Retention, ReaderLeaseProtectsItsReplayAndIsReleased) {
   EXPECT_TRUE(leases->empty());
 }
 
+// Deltas inside HEAD's anchor chain are never collected: a reader following the head there
+// writes no lease file (two durable file operations saved per version).
+TEST_F(Retention, AReaderFollowingTheHeadInsideItsAnchorChainWritesNoLease) {
+  start_from_pristine();
+  auto head = read_journal_head(layout_);
+  ASSERT_TRUE(head.ok() && head->has_value());
+  const uint64_t anchor = (*head)->anchor_version();
+  ASSERT_LT(anchor + 1, (*head)->version()) << "the journal should end in deltas after an anchor";
+  std::vector<std::vector<uint8_t>> storage;
+  CatchUpOptions options;
+  options.lease_holder = "engine-d";
+  bool leased = false;
+  options.log = [&](const std::string&) {
+    leased = leased || std::filesystem::exists(layout_.lease("engine-d"));
+  };
+  JournalTestModel shape(kSeed);
+  CatchUpReader reader(dir_.path(), shape.destinations(&storage), options);
+  ASSERT_TRUE(reader.catch_up(anchor).ok());
+  EXPECT_TRUE(leased) << "loading the anchor is protected by a lease";
+  leased = false;
+  auto report = reader.catch_up();
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_EQ(report->deltas_applied, (*head)->version() - anchor);
+  EXPECT_FALSE(leased);
+  EXPECT_EQ(testing::held_mismatch(reader, storage, kSeed), "");
+}
+
 TEST_F(Retention, RootWithoutHeadIsLeftAlone) {
   for (const uint64_t v : {0, 1, 2}) ASSERT_TRUE(make_directories(layout_.step(v)).ok());
   ASSERT_TRUE(write_lease(layout_, "old", 0, 0, 1).ok());  // long expired

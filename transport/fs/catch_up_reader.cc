@@ -211,7 +211,7 @@ Status CatchUpReader::apply_delta_step(uint64_t version) {
 
 Status CatchUpReader::run_deltas(uint64_t from_exclusive, uint64_t target, CatchUpReport* report) {
   for (uint64_t v = from_exclusive + 1; v <= target && v > from_exclusive; ++v) {
-    if (!options_.lease_holder.empty()) {
+    if (lease_steps_) {
       RETURN_IF_ERROR(
           write_lease(layout_, options_.lease_holder, v - 1, unix_now_ms(), options_.lease_ttl_ms));
     }
@@ -235,14 +235,19 @@ Result<CatchUpReport> CatchUpReader::catch_up(std::optional<uint64_t> target) {
   }
   ASSIGN_OR_RETURN(auto first, plan_at(h, target));
   const uint64_t goal = first.target;
+  // Deltas from a held version at or after HEAD's anchor lie in the chain retention always
+  // keeps (retention.h), so a live reader following the head writes no lease (two durable
+  // file operations a version). Only a run of retention passes during the read could remove
+  // them, and a step that vanishes is a read error the anchor fallback below recovers from.
+  lease_steps_ =
+      !options_.lease_holder.empty() && (first.anchor || !held_ || *held_ < h.anchor_version());
   // Whatever way this call ends, the lease it wrote must not outlive it: a lease left behind
   // would pin every step from its version until it expires.
   struct LeaseRelease {
-    const CatchUpReader* reader;
+    CatchUpReader* reader;
     ~LeaseRelease() {
-      if (!reader->options_.lease_holder.empty()) {
-        (void)release_lease(reader->layout_, reader->options_.lease_holder);
-      }
+      if (reader->lease_steps_) (void)release_lease(reader->layout_, reader->options_.lease_holder);
+      reader->lease_steps_ = false;
     }
   } lease_release{this};
   Status last = ok_status();
@@ -261,11 +266,12 @@ Result<CatchUpReport> CatchUpReader::catch_up(std::optional<uint64_t> target) {
     report.fallbacks.push_back("deltas from held version: " + last.message());
     log("falling back to an anchor: " + last.message());
     keep = held_;
+    lease_steps_ = !options_.lease_holder.empty();
   }
   ASSIGN_OR_RETURN(auto anchors, anchors_at_or_below(goal, &report.fallbacks));
   for (const uint64_t a : anchors) {
     if (keep && a <= *keep) break;
-    if (!options_.lease_holder.empty()) {
+    if (lease_steps_) {
       RETURN_IF_ERROR(
           write_lease(layout_, options_.lease_holder, a, unix_now_ms(), options_.lease_ttl_ms));
     }

@@ -168,6 +168,7 @@ class CatchUpReader {
   std::vector<uint64_t> checksums_;
   uint64_t bytes_written_ = 0;
   bool window_open_ = false;
+  bool lease_steps_ = false;  // this catch_up protects the steps it reads with a lease
 };
 
 }  // namespace weightcast
