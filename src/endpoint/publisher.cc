@@ -9,7 +9,6 @@
 #include "codec/allocation.h"
 #include "codec/delta_manifest.h"
 #include "src/control/wait_reporter.h"
-#include "transport/fs/catch_up_reader.h"
 #include "transport/tensor_staging.h"
 
 namespace weightcast {
@@ -200,36 +199,6 @@ Status Publisher::wait_for_credit(uint64_t version) {
     return failed_precondition("publisher stopping: version " + std::to_string(version) +
                                " was not published");
   }
-  return ok_status();
-}
-
-Status Publisher::rebuild_previous() {
-  // The journal's head, rebuilt (and verified) from its anchor and deltas into the staging
-  // copy of the previous version, when its tensors are the registered ones.
-  const proto::StepManifest* manifest = writer_->head_manifest();
-  if (manifest == nullptr || manifest->tensors_size() != static_cast<int>(tensors_.size())) {
-    return ok_status();
-  }
-  std::vector<ReaderDestination> dest;
-  for (size_t i = 0; i < tensors_.size(); ++i) {
-    const auto& t = manifest->tensors(static_cast<int>(i));
-    auto dtype = dtype_from_proto(t.dtype());
-    if (t.name() != tensors_[i].name || !dtype.ok() || *dtype != tensors_[i].dtype) {
-      return ok_status();
-    }
-    dest.push_back({tensors_[i].name, tensors_[i].dtype, tensors_[i].shape, previous_[i]});
-  }
-  CatchUpReader reader(config_.journal_root(), std::move(dest), {pool_.get(), "", 0, options_.log});
-  auto report = reader.catch_up(manifest->version());
-  if (!report.ok()) {
-    if (options_.log) {
-      options_.log("publisher: cannot rebuild version " + std::to_string(manifest->version()) +
-                   " from the journal (" + report.status().message() +
-                   "); the next version is an anchor");
-    }
-    return ok_status();
-  }
-  have_previous_ = true;
   return ok_status();
 }
 
