@@ -221,5 +221,51 @@ inline ChunkPlan plan_chunk_jobs(const DeltaRecordView& record, uint64_t first, 
   return plan;
 }
 
+// The buffers one launch over a plan's jobs uses, from the calling thread's workspace: on the
+// device the jobs, their results and two error words (decode, apply) back to back, and the
+// positions/values/undo scratch; `host` is pinned memory laid out like the first three.
+struct LaunchBuffers {
+  ChunkJob* jobs = nullptr;
+  JobResult* results = nullptr;
+  unsigned long long* errors = nullptr;
+  uint8_t* host = nullptr;
+  size_t jobs_bytes = 0;
+  size_t results_bytes = 0;
+  uint32_t* positions = nullptr;
+  uint32_t* values = nullptr;
+  uint8_t* undo = nullptr;
+};
+
+// Allocates them for `plan` and uploads the jobs and cleared error words on the workspace's
+// stream (the caller synchronises later).
+inline Result<LaunchBuffers> stage_launch(Workspace* ws, const ChunkPlan& plan, size_t es,
+                                          const std::string& who) {
+  const size_t n_jobs = plan.jobs.size();
+  LaunchBuffers b;
+  b.jobs_bytes = (n_jobs * sizeof(ChunkJob) + 63) / 64 * 64;
+  b.results_bytes = (n_jobs * sizeof(JobResult) + 63) / 64 * 64;
+  const size_t per_chunk_bytes = b.jobs_bytes + b.results_bytes + 64;
+  uint8_t *per_chunk = nullptr, *positions = nullptr, *values = nullptr;
+  ASSIGN_OR_RETURN(per_chunk, ws->buffer(Workspace::kPerChunk, per_chunk_bytes, who));
+  ASSIGN_OR_RETURN(b.host, ws->buffer(Workspace::kPerChunkHost, per_chunk_bytes, who));
+  ASSIGN_OR_RETURN(positions, ws->buffer(Workspace::kPositions, plan.scratch_elements * 4, who));
+  ASSIGN_OR_RETURN(values, ws->buffer(Workspace::kValues, plan.scratch_elements * 4, who));
+  ASSIGN_OR_RETURN(b.undo, ws->buffer(Workspace::kUndo, plan.scratch_elements * es, who));
+  b.jobs = reinterpret_cast<ChunkJob*>(per_chunk);
+  b.results = reinterpret_cast<JobResult*>(per_chunk + b.jobs_bytes);
+  b.errors = reinterpret_cast<unsigned long long*>(per_chunk + b.jobs_bytes + b.results_bytes);
+  b.positions = reinterpret_cast<uint32_t*>(positions);
+  b.values = reinterpret_cast<uint32_t*>(values);
+  std::memcpy(b.host, plan.jobs.data(), n_jobs * sizeof(ChunkJob));
+  const unsigned long long no_errors[2] = {kNoError, kNoError};
+  std::memcpy(b.host + b.jobs_bytes + b.results_bytes, no_errors, sizeof(no_errors));
+  WC_CUDA_TRY(
+      cudaMemcpyAsync(per_chunk, b.host, b.jobs_bytes, cudaMemcpyHostToDevice, ws->stream()), who);
+  WC_CUDA_TRY(cudaMemcpyAsync(b.errors, b.host + b.jobs_bytes + b.results_bytes, sizeof(no_errors),
+                              cudaMemcpyHostToDevice, ws->stream()),
+              who);
+  return b;
+}
+
 }  // namespace
 }  // namespace weightcast::cuda_codec::apply_kernels

@@ -69,7 +69,6 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
   const ChunkPlan plan = plan_chunk_jobs(record, req.first, req.count);
   const std::vector<ChunkJob>& jobs = plan.jobs;
   const uint8_t* record_start = plan.record_start;
-  const uint64_t scratch_elements = plan.scratch_elements;
 
   // 1. Refuse a wrong base before anything is written.
   uint64_t current = 0;
@@ -94,8 +93,7 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
   }
 
   // Device copies of the chunk bytes (unless given), the jobs, and scratch.
-  uint8_t *payload = nullptr, *per_chunk = nullptr, *host = nullptr, *positions = nullptr,
-          *values = nullptr, *undo = nullptr;
+  uint8_t* payload = nullptr;
   const uint64_t payload_bytes = plan.payload_bytes;
   if (device_record != nullptr) {
     // The chunks lie back to back after the record's header and chunk table.
@@ -108,29 +106,18 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
         cudaMemcpyAsync(payload, record_start, payload_bytes, cudaMemcpyHostToDevice, ws->stream()),
         who);
   }
-  const size_t jobs_bytes = (n_jobs * sizeof(ChunkJob) + 63) / 64 * 64;
-  const size_t results_bytes = (n_jobs * sizeof(JobResult) + 63) / 64 * 64;
-  const size_t per_chunk_bytes = jobs_bytes + results_bytes + 64;
-  ASSIGN_OR_RETURN(per_chunk, ws->buffer(Workspace::kPerChunk, per_chunk_bytes, who));
-  ASSIGN_OR_RETURN(host, ws->buffer(Workspace::kPerChunkHost, per_chunk_bytes, who));
-  ASSIGN_OR_RETURN(positions, ws->buffer(Workspace::kPositions, scratch_elements * 4, who));
-  ASSIGN_OR_RETURN(values, ws->buffer(Workspace::kValues, scratch_elements * 4, who));
-  ASSIGN_OR_RETURN(undo, ws->buffer(Workspace::kUndo, scratch_elements * es, who));
-  auto* dev_jobs = reinterpret_cast<ChunkJob*>(per_chunk);
-  auto* dev_results = reinterpret_cast<JobResult*>(per_chunk + jobs_bytes);
-  auto* dev_errors = reinterpret_cast<unsigned long long*>(per_chunk + jobs_bytes + results_bytes);
-  std::memcpy(host, jobs.data(), n_jobs * sizeof(ChunkJob));
-  const unsigned long long no_errors[2] = {kNoError, kNoError};
-  std::memcpy(host + jobs_bytes + results_bytes, no_errors, sizeof(no_errors));
-  WC_CUDA_TRY(cudaMemcpyAsync(per_chunk, host, jobs_bytes, cudaMemcpyHostToDevice, ws->stream()),
-              who);
-  WC_CUDA_TRY(cudaMemcpyAsync(dev_errors, host + jobs_bytes + results_bytes, sizeof(no_errors),
-                              cudaMemcpyHostToDevice, ws->stream()),
-              who);
+  ASSIGN_OR_RETURN(const LaunchBuffers b, stage_launch(ws, plan, es, who));
+  uint8_t* const host = b.host;
+  uint8_t* const undo = b.undo;
+  const size_t jobs_bytes = b.jobs_bytes, results_bytes = b.results_bytes;
+  ChunkJob* const dev_jobs = b.jobs;
+  JobResult* const dev_results = b.results;
+  unsigned long long* const dev_errors = b.errors;
+  constexpr size_t kErrorBytes = 2 * sizeof(unsigned long long);
 
   // 2-3. Decode, then apply.
-  auto* pos32 = reinterpret_cast<uint32_t*>(positions);
-  auto* val32 = reinterpret_cast<uint32_t*>(values);
+  uint32_t* const pos32 = b.positions;
+  uint32_t* const val32 = b.values;
   decode_chunks_kernel<<<(n_jobs + 31) / 32, 32, 0, ws->stream()>>>(
       payload, dev_jobs, n_jobs, static_cast<unsigned>(es), pos32, val32, dev_results, dev_errors);
   WC_CUDA_LAUNCHED("decode_chunks_kernel", who);
@@ -148,7 +135,7 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
                                      dev_results, dev_errors, dev_errors + 1, *ws, who);
   if (!launched.ok()) return undo_then(launched);
   if (const cudaError_t e =
-          cudaMemcpyAsync(host + jobs_bytes, dev_results, results_bytes + sizeof(no_errors),
+          cudaMemcpyAsync(host + jobs_bytes, dev_results, results_bytes + kErrorBytes,
                           cudaMemcpyDeviceToHost, ws->stream());
       e != cudaSuccess) {
     return undo_then(cuda_error("cudaMemcpyAsync (apply results)", who, e));

@@ -32,34 +32,25 @@ Status revert_delta(const DeltaRecordView& record, const TensorRef& dest, const 
   Workspace* ws = nullptr;
   ASSIGN_OR_RETURN(ws, Workspace::get(dest.device, who));
 
-  uint8_t *payload = nullptr, *per_chunk = nullptr, *host = nullptr, *positions = nullptr,
-          *values = nullptr, *undo_dev = nullptr;
+  uint8_t* payload = nullptr;
   ASSIGN_OR_RETURN(payload, ws->buffer(Workspace::kPayload, plan.payload_bytes, who));
   WC_CUDA_TRY(cudaMemcpyAsync(payload, plan.record_start, plan.payload_bytes,
                               cudaMemcpyHostToDevice, ws->stream()),
               who);
-  const size_t jobs_bytes = (n_jobs * sizeof(ChunkJob) + 63) / 64 * 64;
-  const size_t results_bytes = (n_jobs * sizeof(JobResult) + 63) / 64 * 64;
-  const size_t per_chunk_bytes = jobs_bytes + results_bytes + 64;
-  ASSIGN_OR_RETURN(per_chunk, ws->buffer(Workspace::kPerChunk, per_chunk_bytes, who));
-  ASSIGN_OR_RETURN(host, ws->buffer(Workspace::kPerChunkHost, per_chunk_bytes, who));
-  ASSIGN_OR_RETURN(positions, ws->buffer(Workspace::kPositions, plan.scratch_elements * 4, who));
-  ASSIGN_OR_RETURN(values, ws->buffer(Workspace::kValues, plan.scratch_elements * 4, who));
-  ASSIGN_OR_RETURN(undo_dev, ws->buffer(Workspace::kUndo, plan.scratch_elements * es, who));
-  auto* dev_jobs = reinterpret_cast<ChunkJob*>(per_chunk);
-  auto* dev_results = reinterpret_cast<JobResult*>(per_chunk + jobs_bytes);
-  auto* dev_errors = reinterpret_cast<unsigned long long*>(per_chunk + jobs_bytes + results_bytes);
-  std::memcpy(host, plan.jobs.data(), n_jobs * sizeof(ChunkJob));
-  const unsigned long long no_errors[2] = {kNoError, kNoError};
-  std::memcpy(host + jobs_bytes + results_bytes, no_errors, sizeof(no_errors));
-  WC_CUDA_TRY(
-      cudaMemcpyAsync(per_chunk, host, per_chunk_bytes, cudaMemcpyHostToDevice, ws->stream()), who);
-  auto* pos32 = reinterpret_cast<uint32_t*>(positions);
-  auto* val32 = reinterpret_cast<uint32_t*>(values);
+  ASSIGN_OR_RETURN(const LaunchBuffers b, stage_launch(ws, plan, es, who));
+  uint8_t* const host = b.host;
+  uint8_t* const undo_dev = b.undo;
+  const size_t jobs_bytes = b.jobs_bytes, results_bytes = b.results_bytes;
+  ChunkJob* const dev_jobs = b.jobs;
+  JobResult* const dev_results = b.results;
+  unsigned long long* const dev_errors = b.errors;
+  uint32_t* const pos32 = b.positions;
+  uint32_t* const val32 = b.values;
   decode_chunks_kernel<<<(n_jobs + 31) / 32, 32, 0, ws->stream()>>>(
       payload, dev_jobs, n_jobs, static_cast<unsigned>(es), pos32, val32, dev_results, dev_errors);
   WC_CUDA_LAUNCHED("decode_chunks_kernel", who);
-  WC_CUDA_TRY(cudaMemcpyAsync(host + jobs_bytes, dev_results, results_bytes + sizeof(no_errors),
+  WC_CUDA_TRY(cudaMemcpyAsync(host + jobs_bytes, dev_results,
+                              results_bytes + 2 * sizeof(unsigned long long),
                               cudaMemcpyDeviceToHost, ws->stream()),
               who);
   RETURN_IF_ERROR(ws->sync(who + " (decode)"));

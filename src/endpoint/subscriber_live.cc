@@ -37,8 +37,9 @@ bool Subscriber::note_live_message(const proto::Envelope& m) {
   if (m.has_offer()) {
     const uint64_t version = m.offer().version();
     for (const auto& [name, descriptor] : m.offer().live_descriptors()) {
+      const std::string& wanted = name;  // a structured binding cannot be captured (C++20)
       auto path = std::find_if(live_.begin(), live_.end(),
-                               [&](const auto& p) { return p->name() == name; });
+                               [&](const auto& p) { return p->name() == wanted; });
       if (path == live_.end()) continue;  // a path this rank does not run
       (*path)->on_offer(version, descriptor);
       std::lock_guard<std::mutex> lock(mu_);
