@@ -151,7 +151,9 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
     if (written.ok() && advance != nullptr) {
       for (size_t i = 0; i < current.size(); ++i) {
         const std::span<uint8_t> snap = advance->snapshot[i];
-        if (!delta_possible) std::memcpy(snap.data(), current[i].bytes.data(), snap.size());
+        if (!delta_possible && !snap.empty()) {
+          std::memcpy(snap.data(), current[i].bytes.data(), snap.size());
+        }
         from_snapshot.push_back({current[i].name, current[i].dtype, current[i].shape, snap});
       }
       if (advance->current_read) advance->current_read();
