@@ -78,6 +78,7 @@ Result<std::unique_ptr<Publisher>> Publisher::start(const proto::GroupConfig& co
       p->options_.live_paths ? *p->options_.live_paths : *default_live_paths(), live);
   // The live paths serve each delta's parts as the journal writer produced them (no copy).
   journal.delta.keep_in_memory = !p->live_.empty();
+  journal.delta.before_write = p->options_.before_part_write;
   ASSIGN_OR_RETURN(p->writer_, JournalWriter::open(std::move(journal)));
   if (p->writer_->head()) p->head_ = p->writer_->head()->version();
 
@@ -264,17 +265,16 @@ Status Publisher::run_job(PublishJob& job) {
     if (have_previous_) previous.push_back({t.name, t.dtype, t.shape, previous_[i]});
     snapshot.emplace_back(previous_[i]);
   }
-  // From here the snapshot may be part way between versions: a failure makes the next job
-  // rebuild it from the journal's head.
+  // From here the snapshot may be part way between versions. After a failure the journal's
+  // head is the version before this one, so the next version (this one cannot be published
+  // again) is not consecutive and goes out as an anchor, which overwrites the whole snapshot.
   have_previous_ = false;
-  first_job_ = true;
   const SnapshotAdvance advance{snapshot, reads_done};
   auto published = writer_->publish(job.version, current, previous, job.force_anchor, &advance);
   reads_done();  // also when the publish failed before it read everything
   if (!published.ok()) return published.status();
   PublishReport report = std::move(published).value();
   have_previous_ = true;
-  first_job_ = false;
 
   proto::Envelope e;
   proto::Offer& offer = *e.mutable_offer();

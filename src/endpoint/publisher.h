@@ -60,6 +60,9 @@ struct PublisherOptions {
   // Tests: called on the worker after a version is written (and served) and before its
   // Offer is sent.
   std::function<void(uint64_t version)> before_offer;
+  // Tests: called before every write of a delta part file; an error becomes the write's (an
+  // injected ENOSPC).
+  std::function<Status(const std::string& file, uint64_t bytes)> before_part_write;
 };
 
 class Publisher;
@@ -142,7 +145,7 @@ class Publisher {
   std::vector<std::vector<uint8_t>> current_;
   std::vector<std::vector<uint8_t>> previous_;
   bool have_previous_ = false;
-  bool first_job_ = true;  // the snapshot is (re)built from the journal's head before use
+  bool first_job_ = true;  // the snapshot is built from the journal's head before first use
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;

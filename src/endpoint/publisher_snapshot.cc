@@ -1,7 +1,7 @@
 // The publisher's snapshot (publisher.h): the bytes of the last published version, which
-// every publication advances in place. After a restart on an existing journal, or after a
-// publication that failed part way (the snapshot may then be between versions), it is rebuilt
-// from the journal's head, verified, before the next delta is encoded against it.
+// every publication advances in place. After a restart on an existing journal it is rebuilt
+// from the journal's head, verified, before the first delta is encoded against it. (After a
+// publication that failed part way no rebuild is needed: the next version is an anchor.)
 #include "codec/delta_manifest.h"
 #include "src/endpoint/publisher.h"
 #include "transport/fs/catch_up_reader.h"

@@ -7,12 +7,14 @@
 // differ from its claim is brought to the head through an anchor, in place.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "tests/group/trainer_side.h"
 #include "tests/transport/record_forgery.h"
+#include "transport/fs/journal_files.h"
 #include "transport/fs/journal_layout.h"
 
 namespace weightcast {
@@ -134,6 +136,50 @@ TEST(InPlaceSubscriber, AClaimedVersionIsVerifiedAndAFalseClaimIsReplacedByTheAn
     EXPECT_EQ(engine.packed, expect.packed);
     sub->stop();
   }
+}
+
+// A publication that fails after the encoder advanced the publisher's snapshot (a part write
+// refused, as on a full disk) leaves the snapshot between versions: the next version is an
+// anchor (not consecutive with the head), written whole, and the engine gets the trainer's
+// bytes again.
+TEST(InPlaceSubscriber, APublicationThatFailsMidWayLeavesNoWrongSnapshotBehind) {
+  GroupSpec spec;
+  spec.subscribers = 1;
+  spec.anchor_every = 100;
+  TestGroup g(spec);
+  PublisherOptions po = one_thread<PublisherOptions>(1);
+  std::atomic<bool> full{false};
+  po.before_part_write = [&](const std::string& file, uint64_t) {
+    return full.load() ? io_error("cannot write '" + file + "': No space left on device (injected)")
+                       : ok_status();
+  };
+  TrainerSide t(g, po);
+  ASSERT_TRUE(t.ok()) << t.why();
+  Weights engine;
+  WindowLog window;
+  SubscriberOptions so = one_thread<SubscriberOptions>(2);
+  window.attach(&so, &engine);
+  auto sub = connect(g, so, engine);
+  ASSERT_NE(sub, nullptr);
+  ASSERT_TRUE(t.publish_committed(0, 3));
+  full = true;
+  t.trainer.set(3);
+  auto failed = t.publisher->publish(3);
+  ASSERT_TRUE(failed.ok());
+  const Status refused = failed->wait_committed(in(seconds(20)));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("No space left"), std::string::npos) << refused.to_string();
+  full = false;
+  ASSERT_TRUE(t.publish_committed(4, 6));
+  auto v4 = read_manifest_file(JournalLayout(g.journal()).manifest(4));
+  ASSERT_TRUE(v4.ok()) << v4.status().to_string();
+  EXPECT_EQ(v4->kind(), proto::STEP_ANCHOR);
+  ASSERT_TRUE(sub->wait_for_version(5, in(seconds(30))).ok());
+  Weights expect;
+  expect.set(5);
+  EXPECT_EQ(engine.packed, expect.packed);
+  EXPECT_EQ(engine.vec, expect.vec);
+  EXPECT_EQ(window.joined().find("torn"), std::string::npos) << window.joined();
 }
 
 }  // namespace
