@@ -13,8 +13,8 @@
 
 #include "codec/copy_planner.h"
 #include "codec/thread_pool.h"
-#include "transport/tensor_staging.h"
 #include "transport/copy_executor_cuda.h"
+#include "transport/tensor_staging.h"
 
 namespace weightcast {
 namespace {
