@@ -1,6 +1,6 @@
-// The codec on CUDA memory (DESIGN §3-§4): the tensor checksum, sparse delta encode and delta
-// apply, computed on the GPU that holds the tensor, bit-identical to the CPU codec (a record
-// made on either side applies on the other). The public entry points of the codec
+// The codec on CUDA memory (codec/checksum.h, codec/delta_apply.h): the tensor checksum, sparse
+// delta encode and delta apply, computed on the GPU that holds the tensor, bit-identical to the CPU
+// codec (a record made on either side applies on the other). The public entry points of the codec
 // (checksum_view, encode_delta_views, apply_delta) dispatch here when a TensorRef's memory is
 // MemoryKind::kCuda; call these directly only to pass a record that is already in device memory.
 //

@@ -1,4 +1,5 @@
-// Applying a sparse delta record in place, with the guarantees of DESIGN §4:
+// Applying a sparse delta record in place, with these guarantees (docs/FORMATS.md describes the
+// record):
 //
 //  * refuse: the destination's checksum must equal the record's base checksum, checked before
 //    any byte is written (a double-applied or wrong-base delta never touches memory);
@@ -9,7 +10,7 @@
 //
 // The destination may be strided (a slice of a packed parameter) and may cover only part of
 // the record's range (a shard); a part needs its own base and target checksums, which the
-// manifest carries per shard layout (DESIGN §3). Destination elements must not overlap.
+// manifest carries per shard layout (docs/FORMATS.md). Destination elements must not overlap.
 #pragma once
 
 #include <cstdint>

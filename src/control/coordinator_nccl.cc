@@ -4,7 +4,7 @@
 #include "src/control/coordinator_state.h"
 #include "src/control/messages.h"
 
-// The NCCL half of the coordinator's state machine (issue 9): which ranks form each
+// The NCCL half of the coordinator's state machine: which ranks form each
 // membership epoch's communicator, the stages that form it, and what ends it
 // (src/control/nccl_epochs.h has the bookkeeping, coordinator_state.h the rules).
 namespace weightcast {

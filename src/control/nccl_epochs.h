@@ -1,5 +1,5 @@
 // Which ranks form the NCCL communicator of each membership epoch, and how far it has formed
-// (issue 9, DESIGN §5-§6).
+// (docs/DECISIONS.md "NCCL transport").
 //
 // The coordinator keeps one NcclEpochs. Ranks that can use NCCL join (their Hello lists nccl)
 // and leave (Leave, dropped as dead, or a failure to form a communicator). A communicator

@@ -1,14 +1,10 @@
 #include "src/endpoint/subscriber.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <utility>
 
 #include "codec/allocation.h"
-#include "codec/delta_manifest.h"
 #include "transport/fs/catch_up_reader.h"
-#include "transport/fs/journal_files.h"
-#include "transport/fs/journal_layout.h"
 #include "transport/tensor_staging.h"
 
 namespace weightcast {
