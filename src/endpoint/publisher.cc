@@ -100,8 +100,13 @@ Publisher::~Publisher() {
   stop();
 }
 
-Status Publisher::register_tensor(const TensorRef& ref) {
+Status Publisher::register_tensor(const TensorRef& ref, TensorUpdates updates) {
   RETURN_IF_ERROR(check_stageable(ref));
+  if (updates == TensorUpdates::kHooked && ref.element_size() == 8) {
+    return invalid_argument("tensor '" + ref.name +
+                            "' has 8-byte elements, which the delta codec does not cover: "
+                            "register it for the snapshot path");
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (any_queued_) {
     return failed_precondition("tensor '" + ref.name + "' registered after the first publish");
@@ -110,6 +115,8 @@ Status Publisher::register_tensor(const TensorRef& ref) {
     if (t.name == ref.name) return invalid_argument("tensor '" + ref.name + "' registered twice");
   }
   tensors_.push_back(ref);
+  updates_.push_back(updates);
+  live_checksums_.emplace_back();
   return ok_status();
 }
 
@@ -117,6 +124,13 @@ Result<PublishHandle> Publisher::publish(uint64_t version, bool force_anchor) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return failed_precondition("publisher is stopping");
   if (tensors_.empty()) return failed_precondition("publish before any tensor was registered");
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    if (updates_[i] == TensorUpdates::kHooked) {
+      return failed_precondition("tensor '" + tensors_[i].name +
+                                 "' is hooked: publish its versions with begin_step and "
+                                 "publish_step");
+    }
+  }
   const std::optional<uint64_t> newest = any_queued_ ? std::optional(last_queued_) : head_;
   if (newest && version <= *newest) {
     return failed_precondition("version " + std::to_string(version) + " is not newer than " +
@@ -207,15 +221,27 @@ Status Publisher::run_job(PublishJob& job) {
   RETURN_IF_ERROR(wait_for_credit(job.version));
   const auto started = std::chrono::steady_clock::now();
   const uint64_t started_unix = unix_us();
+  const auto reads_done = [&job] {
+    std::lock_guard<std::mutex> lock(job.mu);
+    job.reads_done = true;
+    job.cv.notify_all();
+  };
+  // Hooked tensors first: the guard, and their records (publisher_step.cc).
+  std::vector<std::optional<EncodedDelta>> records(tensors_.size());
+  bool from_head = true;
+  if (job.step) RETURN_IF_ERROR(guard_step(job, &records, &from_head));
   if (previous_.empty()) {
-    // One copy of the model, the snapshot (previous_), brought to each version as it is
-    // encoded. Host tensors laid out contiguously are read where they live; the others
-    // (strided views, CUDA memory) are gathered into current_ first. A host that cannot hold
-    // the copies fails the version with a Status naming the tensor; the next one retries.
-    for (const auto& t : tensors_) {
-      const size_t bytes = t.numel() * t.element_size();
+    // One copy of the snapshot tensors, the snapshot (previous_), brought to each version as
+    // it is encoded. Host tensors laid out contiguously are read where they live; the others
+    // (strided views, CUDA memory) are gathered into current_ first. Hooked tensors have
+    // neither. A host that cannot hold the copies fails the version with a Status naming the
+    // tensor; the next one retries.
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+      const auto& t = tensors_[i];
+      const bool hooked = updates_[i] == TensorUpdates::kHooked;
+      const size_t bytes = hooked ? 0 : t.numel() * t.element_size();
       const std::string what = "the publisher's copy of tensor '" + t.name + "'";
-      const bool direct = t.memory != MemoryKind::kCuda && t.is_contiguous();
+      const bool direct = hooked || (t.memory != MemoryKind::kCuda && t.is_contiguous());
       auto prev = allocate_bytes(bytes, what);
       auto cur = !prev.ok() ? Result<std::vector<uint8_t>>(prev.status())
                  : direct   ? Result<std::vector<uint8_t>>(std::vector<uint8_t>())
@@ -229,14 +255,31 @@ Status Publisher::run_job(PublishJob& job) {
       current_.push_back(std::move(*cur));
     }
   }
+  std::vector<PublishTensor> specs;
+  for (const auto& t : tensors_) specs.push_back({t.name, t.dtype, t.shape, {}});
+  const bool anchor = !from_head || !writer_->anchor_reason(job.version, specs, job.force_anchor).empty();
+  // An anchor reads hooked tensors that cannot be read where they live from a copy made now.
+  std::vector<std::vector<uint8_t>> hooked_copies(tensors_.size());
   {
     // Gathered views on the pool (CUDA ones through pinned staging meanwhile); a failed read
     // fails the version (current_ is scratch; previous_ is untouched).
     std::vector<TensorRef> gathered;
     std::vector<std::span<uint8_t>> outs;
     for (size_t i = 0; i < tensors_.size(); ++i) {
-      if (current_[i].empty() && tensors_[i].numel() != 0) continue;  // read in place
-      gathered.push_back(tensors_[i]);
+      const auto& t = tensors_[i];
+      const bool in_place = t.memory != MemoryKind::kCuda && t.is_contiguous();
+      if (updates_[i] == TensorUpdates::kHooked) {
+        if (!anchor || in_place) continue;
+        auto copy = allocate_bytes(t.numel() * t.element_size(),
+                                   "the anchor's copy of hooked tensor '" + t.name + "'");
+        if (!copy.ok()) return copy.status().with_context("version " + std::to_string(job.version));
+        hooked_copies[i] = std::move(*copy);
+        gathered.push_back(t);
+        outs.emplace_back(hooked_copies[i]);
+        continue;
+      }
+      if (current_[i].empty() && t.numel() != 0) continue;  // read in place
+      gathered.push_back(t);
       outs.emplace_back(current_[i]);
     }
     Status read = gather_tensors(gathered, outs, pool_.get());
@@ -244,32 +287,44 @@ Status Publisher::run_job(PublishJob& job) {
       return read.with_context("version " + std::to_string(job.version) + ": reading tensors");
     }
   }
-  const auto reads_done = [&job] {
-    std::lock_guard<std::mutex> lock(job.mu);
-    job.reads_done = true;
-    job.cv.notify_all();
-  };
   if (first_job_) {
     first_job_ = false;
     RETURN_IF_ERROR(rebuild_previous());
   }
   std::vector<PublishTensor> current, previous;
   std::vector<std::span<uint8_t>> snapshot;
+  std::vector<EncodedDelta*> encoded(tensors_.size(), nullptr);
+  const bool snapshot_tensors = !std::all_of(updates_.begin(), updates_.end(), [](TensorUpdates u) {
+    return u == TensorUpdates::kHooked;
+  });
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const auto& t = tensors_[i];
-    const bool direct = current_[i].empty() && t.numel() != 0;
-    const std::span<const uint8_t> now =
-        direct ? std::span<const uint8_t>(t.first_byte(), t.numel() * t.element_size())
-               : std::span<const uint8_t>(current_[i]);
+    const size_t bytes = t.numel() * t.element_size();
+    std::span<const uint8_t> now;
+    if (updates_[i] == TensorUpdates::kHooked) {
+      encoded[i] = &*records[i];
+      if (!hooked_copies[i].empty()) {
+        now = hooked_copies[i];
+      } else if (t.memory != MemoryKind::kCuda && t.is_contiguous()) {
+        now = {t.first_byte(), bytes};
+      }
+    } else {
+      const bool direct = current_[i].empty() && t.numel() != 0;
+      now = direct ? std::span<const uint8_t>(t.first_byte(), bytes)
+                   : std::span<const uint8_t>(current_[i]);
+    }
     current.push_back({t.name, t.dtype, t.shape, now});
-    if (have_previous_) previous.push_back({t.name, t.dtype, t.shape, previous_[i]});
+    if (have_previous_ || !snapshot_tensors) {
+      previous.push_back({t.name, t.dtype, t.shape,
+                          updates_[i] == TensorUpdates::kHooked ? now : previous_[i]});
+    }
     snapshot.emplace_back(previous_[i]);
   }
   // From here the snapshot may be part way between versions. After a failure the journal's
   // head is the version before this one, so the next version (this one cannot be published
   // again) is not consecutive and goes out as an anchor, which overwrites the whole snapshot.
   have_previous_ = false;
-  const SnapshotAdvance advance{snapshot, reads_done};
+  const SnapshotAdvance advance{snapshot, reads_done, encoded, !from_head};
   auto published = writer_->publish(job.version, current, previous, job.force_anchor, &advance);
   reads_done();  // also when the publish failed before it read everything
   if (!published.ok()) return published.status();

@@ -40,6 +40,7 @@
 #include "codec/tensor_ref.h"
 #include "codec/thread_pool.h"
 #include "src/endpoint/live_path.h"
+#include "src/endpoint/publish_step.h"
 #include "src/endpoint/rank_link.h"
 #include "transport/fs/journal_writer.h"
 #include "weightcast/group_config.pb.h"
@@ -71,6 +72,7 @@ class Publisher;
 struct PublishJob {
   uint64_t version = 0;
   bool force_anchor = false;
+  std::shared_ptr<PublishStep> step;  // hooked mode: the step whose writes make this version
   std::mutex mu;
   std::condition_variable cv;
   bool reads_done = false;
@@ -105,9 +107,20 @@ class Publisher {
 
   // Before the first publish; names unique; host memory, or CUDA memory in builds with the
   // CUDA toolkit (transport/tensor_staging.h).
-  Status register_tensor(const TensorRef& ref);
+  // `updates`: how its new values reach the publisher (publish_step.h). Hooked tensors are
+  // published only through steps; the others take the snapshot path in the same version.
+  Status register_tensor(const TensorRef& ref, TensorUpdates updates = TensorUpdates::kSnapshot);
 
+  // Snapshot mode: the registered tensors now hold `version`. Refused when a tensor is hooked.
   Result<PublishHandle> publish(uint64_t version, bool force_anchor = false);
+
+  // Hooked mode (publish_step.h): opens the step whose writes make `version` (newer than
+  // any published or queued one). Waits (up to the credit timeout) until the previous
+  // publication has read the tensors, since the step's writes change them. One step at a time.
+  Result<std::shared_ptr<PublishStep>> begin_step(uint64_t version, bool force_anchor = false);
+  // Queues the step's version: the worker runs the guard, then publishes as publish() does.
+  // wait_for_reads() returns once the guard and the anchor (if any) read the live tensors.
+  Result<PublishHandle> publish_step(std::shared_ptr<PublishStep> step);
 
   std::optional<uint64_t> head() const;       // last version in the journal
   std::optional<uint64_t> committed() const;  // last version the group committed
@@ -128,6 +141,11 @@ class Publisher {
   Status run_job(PublishJob& job);
   Status wait_for_credit(uint64_t version);
   Status rebuild_previous();
+  // Hooked mode (publisher_step.cc): the guard of a step's tensors, then their records.
+  Status guard_step(PublishJob& job, std::vector<std::optional<EncodedDelta>>* records,
+                    bool* from_head);
+  Result<uint64_t> live_checksum(size_t tensor) const;
+  bool any_hooked() const;
   void on_message(const proto::Envelope& message);
 
   proto::GroupConfig config_;
@@ -139,6 +157,14 @@ class Publisher {
   std::vector<std::unique_ptr<LivePathServer>> live_;
 
   std::vector<TensorRef> tensors_;
+  std::vector<TensorUpdates> updates_;  // per tensor
+  // Hooked tensors: C() of their live bytes after the last step the guard passed (nullopt:
+  // unknown, computed at the next begin_step). Worker-owned but read by begin_step under mu_.
+  std::vector<std::optional<uint64_t>> live_checksums_;
+  // The last step begun, and whether publish_step took it: one dropped unpublished may have
+  // written the live tensors, so their checksums are then recomputed.
+  std::weak_ptr<PublishStep> open_step_;
+  bool open_step_queued_ = true;
   // previous_: the snapshot, the bytes of the last published version, advanced in place by
   // each publication (SnapshotAdvance). current_: gather buffers for the tensors that cannot
   // be read where they live (strided, CUDA); empty for contiguous host tensors.

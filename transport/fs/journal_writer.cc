@@ -38,6 +38,16 @@ bool same_tensor_set(std::span<const PublishTensor> tensors, const proto::StepMa
   return true;
 }
 
+bool has_record(const SnapshotAdvance* advance, size_t i) {
+  return advance != nullptr && i < advance->encoded.size() && advance->encoded[i] != nullptr;
+}
+
+uint64_t tensor_bytes(const PublishTensor& t) {
+  uint64_t n = dtype_size(t.dtype);
+  for (const int64_t d : t.shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<JournalWriter>> JournalWriter::open(JournalOptions options) {
@@ -58,7 +68,8 @@ JournalWriter::JournalWriter(JournalOptions options, JournalLock lock)
 
 Result<std::string> JournalWriter::delta_refusal(uint64_t version,
                                                  std::span<const PublishTensor> current,
-                                                 std::span<const PublishTensor> previous) const {
+                                                 std::span<const PublishTensor> previous,
+                                                 const SnapshotAdvance* advance) const {
   if (!head_) return std::string("first version");
   if (version != head_->version() + 1) {
     return "version " + std::to_string(version) + " does not follow " +
@@ -72,6 +83,7 @@ Result<std::string> JournalWriter::delta_refusal(uint64_t version,
                             " (names, dtypes and shapes in manifest order)");
   }
   for (size_t i = 0; i < current.size(); ++i) {
+    if (has_record(advance, i)) continue;
     if (dtype_size(current[i].dtype) == 8 &&
         (current[i].bytes.size() != previous[i].bytes.size() ||
          std::memcmp(current[i].bytes.data(), previous[i].bytes.data(), current[i].bytes.size()) !=
@@ -86,6 +98,20 @@ Result<std::string> JournalWriter::delta_refusal(uint64_t version,
   return std::string();
 }
 
+std::string JournalWriter::anchor_reason(uint64_t version, std::span<const PublishTensor> current,
+                                         bool force_anchor) const {
+  if (!head_) return "first version";
+  if (version != head_->version() + 1) {
+    return "version " + std::to_string(version) + " does not follow " +
+           std::to_string(head_->version());
+  }
+  if (!same_tensor_set(current, head_manifest_)) return "the set of tensors changed";
+  if (options_.anchor_every > 0 && version - head_->anchor_version() >= options_.anchor_every) {
+    return "every " + std::to_string(options_.anchor_every) + " versions";
+  }
+  return force_anchor ? "requested" : "";
+}
+
 Result<PublishReport> JournalWriter::publish(uint64_t version,
                                              std::span<const PublishTensor> current,
                                              std::span<const PublishTensor> previous,
@@ -98,8 +124,14 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
   }
   PublishReport report;
   report.version = version;
-  ASSIGN_OR_RETURN(report.why_anchor, delta_refusal(version, current, previous));
+  ASSIGN_OR_RETURN(report.why_anchor, delta_refusal(version, current, previous, advance));
   bool delta_possible = report.why_anchor.empty() || report.why_anchor.starts_with("every ");
+  if (advance != nullptr && advance->anchor_only) {
+    delta_possible = false;
+    if (report.why_anchor.empty()) {
+      report.why_anchor = "the step did not start from version " + std::to_string(version - 1);
+    }
+  }
   if (force_anchor && report.why_anchor.empty()) report.why_anchor = "requested";
   report.anchor = !report.why_anchor.empty();
 
@@ -148,20 +180,33 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
     // With a snapshot, the anchor is written from it once it holds current's bytes (a delta
     // just advanced it, or it is copied whole here), and the caller has current back.
     std::vector<PublishTensor> from_snapshot;
+    bool any_record = false;
     if (written.ok() && advance != nullptr) {
       for (size_t i = 0; i < current.size(); ++i) {
+        if (has_record(advance, i)) {
+          any_record = true;
+          if (current[i].bytes.size() != tensor_bytes(current[i])) {
+            written = invalid_argument("tensor '" + current[i].name + "': version " +
+                                       std::to_string(version) +
+                                       " is an anchor and its bytes were not given");
+          }
+          from_snapshot.push_back(current[i]);
+          continue;
+        }
         const std::span<uint8_t> snap = advance->snapshot[i];
         if (!delta_possible && !snap.empty()) {
           std::memcpy(snap.data(), current[i].bytes.data(), snap.size());
         }
         from_snapshot.push_back({current[i].name, current[i].dtype, current[i].shape, snap});
       }
-      if (advance->current_read) advance->current_read();
+      // Hooked tensors are read where they live, so the caller has them back only after.
+      if (!any_record && advance->current_read) advance->current_read();
     }
     if (written.ok()) {
       written = write_anchor_step(fresh, advance != nullptr ? from_snapshot : current, &manifest,
                                   &report);
     }
+    if (any_record && advance->current_read) advance->current_read();
     if (written.ok()) written = commit_step(layout_, fresh, manifest, options_.before_head);
   } else if (written.ok()) {
     if (advance != nullptr && advance->current_read) advance->current_read();
@@ -213,6 +258,7 @@ Status JournalWriter::write_delta_step(const std::string& staged,
   manifest->set_anchor_version(head_->anchor_version());
   DeltaPartWriter parts(staged, options_.delta, manifest);
   for (size_t i = 0; i < current.size(); ++i) {
+    if (has_record(advance, i)) continue;
     if (current[i].bytes.size() != previous[i].bytes.size()) {
       return invalid_argument("tensor '" + current[i].name + "' has " +
                               std::to_string(current[i].bytes.size()) + " bytes now and " +
@@ -224,13 +270,17 @@ Status JournalWriter::write_delta_step(const std::string& staged,
   // records are added to the parts in tensor order either way.
   const size_t threads = options_.pool != nullptr ? options_.pool->size() : 1;
   std::vector<size_t> small, large;
+  std::vector<std::optional<Result<EncodedDelta>>> encoded(current.size());
   for (size_t i = 0; i < current.size(); ++i) {
+    if (has_record(advance, i)) {
+      encoded[i] = std::move(*advance->encoded[i]);
+      continue;
+    }
     if (dtype_size(current[i].dtype) == 8) continue;  // unchanged: delta_refusal checked
     const uint64_t chunks =
         current[i].bytes.size() / dtype_size(current[i].dtype) / kDefaultChunkElements + 1;
     (chunks >= 2 * threads ? large : small).push_back(i);
   }
-  std::vector<std::optional<Result<EncodedDelta>>> encoded(current.size());
   const auto encode_one = [&](size_t i, ThreadPool* pool) {
     EncodeOptions e;
     e.name = current[i].name;
@@ -278,7 +328,7 @@ Status JournalWriter::write_delta_step(const std::string& staged,
   if (options_.delta.keep_in_memory) report->delta = DeltaInMemory{{}, parts.take_stored_parts()};
   // A delta as large as the model buys nothing over an anchor a reader can start from.
   uint64_t model_bytes = 0;
-  for (const auto& t : current) model_bytes += t.bytes.size();
+  for (const auto& t : current) model_bytes += tensor_bytes(t);
   if (model_bytes > 0 && parts.raw_bytes() >= model_bytes) *needs_anchor = "delta not smaller";
   return ok_status();
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "codec/delta_encoder.h"
 #include "codec/dtype.h"
 #include "codec/status.h"
 #include "codec/tensor_bytes.h"
@@ -68,9 +69,18 @@ struct PublishReport {
 // current's bytes were read for the last time (the caller may change them from then on),
 // before an anchor's files are written, which they then are from the snapshot. On an error
 // the snapshot's contents are unspecified.
+//
+// `encoded[i]`, when set (hooked tensors, src/endpoint/publish_step.h), is tensor i's delta
+// record, made by the caller from the writes that produced current[i]: snapshot[i] and
+// previous[i]'s bytes are then unused, and current[i]'s bytes are needed only when the version
+// is an anchor (anchor_reason tells beforehand); current_read then comes after the anchor's
+// files were written. `anchor_only`: the records do not start from the head version (the
+// caller's live tensors were not at it), so the version is an anchor without a delta.
 struct SnapshotAdvance {
   std::span<const std::span<uint8_t>> snapshot;
   std::function<void()> current_read;
+  std::span<EncodedDelta* const> encoded;
+  bool anchor_only = false;
 };
 
 class JournalWriter {
@@ -94,10 +104,41 @@ class JournalWriter {
                                 std::span<const PublishTensor> previous, bool force_anchor = false,
                                 const SnapshotAdvance* advance = nullptr);
 
+  // Why `version` of tensors with the specs of `current` (names, dtypes, shapes; the bytes are
+  // not read) would be an anchor whatever its bytes (first version, not consecutive, tensor
+  // set changed, every anchor_every, force_anchor); empty when it can be a delta.
+  std::string anchor_reason(uint64_t version, std::span<const PublishTensor> current,
+                            bool force_anchor) const;
+
+  // ---- Anchors streamed during the optimizer step (journal_writer_stream.cc) ----
+  // In hooked mode an anchor version is written while the step computes it: stage_anchor
+  // gives the directory, a StreamingAnchorWriter (anchor_stream.h, opened there with
+  // anchor_options()) writes the shards and fills the manifest, publish_staged_anchor commits
+  // it. An optional `<staged>/delta/` (the version's delta with its own MANIFEST, as publish()
+  // writes for an anchor that could have been a delta) is the caller's and is committed as is.
+  //
+  // A fresh, empty staging directory for an anchor of `version` (kFailedPrecondition unless
+  // `version` is newer than the head).
+  Result<std::string> stage_anchor(uint64_t version);
+  // Commits what a StreamingAnchorWriter finished in `staged_dir` (stage_anchor's for
+  // `version`) as anchor `version`: completes `manifest` (format version, version, created,
+  // writer, journal id, kind anchor, anchor_version = version, base_version 0), commits it with
+  // commit_step as publish() commits an anchor, moves the head and runs retention. The report
+  // has anchor = true, why_anchor = `why`, stored_bytes = the shards' bytes, changed_tensors =
+  // every tensor, seconds = this call's. On an error (a version not newer than the head, a
+  // manifest that is not a finished anchor, a failed commit) the staged directory is removed
+  // and the head is unchanged; a `staged_dir` that is not that staging directory is refused
+  // (kInvalidArgument) and left alone.
+  Result<PublishReport> publish_staged_anchor(uint64_t version, const std::string& staged_dir,
+                                              proto::StepManifest manifest, std::string why);
+  // The shard and slice sizes (and pool) anchors of this journal are written with.
+  const AnchorWriteOptions& anchor_options() const { return options_.anchor; }
+
  private:
   JournalWriter(JournalOptions options, JournalLock lock);
   Result<std::string> delta_refusal(uint64_t version, std::span<const PublishTensor> current,
-                                    std::span<const PublishTensor> previous) const;
+                                    std::span<const PublishTensor> previous,
+                                    const SnapshotAdvance* advance) const;
   Status write_anchor_step(const std::string& staged, std::span<const PublishTensor> current,
                            proto::StepManifest* manifest, PublishReport* report);
   Status write_delta_step(const std::string& staged, std::span<const PublishTensor> current,

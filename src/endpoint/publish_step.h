@@ -1,0 +1,88 @@
+// Hooked publication (docs/DECISIONS.md "Hooked mode"): the trainer hands the publisher each
+// new value chunk at the moment its optimizer would write it, and the delta is taken from
+// those writes, with no snapshot of the hooked tensors.
+//
+//   auto step = publisher.begin_step(v);          // v: the version these writes make
+//   step->write(live_view, new_values);           // instead of live_view.copy_(new_values)
+//   ...                                           // every element of every hooked tensor
+//   auto handle = publisher.publish_step(step);   // guard, then journal + live paths
+//
+// write() diffs the old values still in `live_view` against `new_values`, encodes every
+// delta chunk whose elements have all been written (the chunk's bytes are those snapshot
+// mode makes for the same two versions), then writes `new_values` into `live_view`. It keeps
+// the encoded chunks and, for a chunk written part way, that chunk's old and new bytes: the
+// memory it adds is about the delta, never a copy of the model.
+//
+// At publish the guard recomputes each hooked tensor's checksum from its live bytes and
+// compares it with the checksum the step's writes produced; a tensor changed outside the
+// step, or not wholly written by it, refuses the publication naming the tensor, and nothing
+// is published (the next step is then published as an anchor).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "codec/delta_recorder.h"
+#include "codec/status.h"
+#include "codec/tensor_ref.h"
+
+namespace weightcast {
+
+// How the publisher learns a registered tensor's new values.
+enum class TensorUpdates : uint8_t {
+  kSnapshot,  // read at publish and diffed against the publisher's snapshot
+  kHooked,    // written through PublishStep::write during the step
+};
+
+struct StepProgress {
+  uint64_t elements_written = 0;  // hooked elements written so far
+  uint64_t elements_total = 0;    // elements of every hooked tensor
+  uint64_t changed_elements = 0;  // of those written, the ones whose bits changed
+  uint64_t pending_chunks = 0;    // delta chunks written part way (their bytes are held)
+};
+
+class PublishStep {
+ public:
+  PublishStep(const PublishStep&) = delete;
+  PublishStep& operator=(const PublishStep&) = delete;
+  ~PublishStep();
+
+  uint64_t version() const { return version_; }
+
+  // Writes `new_values` into `live_view` and records the change. `live_view` is a view of a
+  // registered hooked tensor whose elements, in row-major order, are consecutive elements of
+  // that tensor (the whole tensor, a run of its rows, or a strided view of a packed parameter
+  // such as gate_proj inside gate_up_proj). `new_values` has the same dtype and element count
+  // (any shape; contiguous unless host memory). Host or CUDA memory (CUDA: contiguous views;
+  // the bytes go through bounded pinned staging, transport/tensor_staging.h). Safe to call
+  // from several threads for disjoint elements; an element written twice in one step is an
+  // error. Errors name the tensor; after one the step cannot be published.
+  [[nodiscard]] Status write(const TensorRef& live_view, const TensorRef& new_values);
+
+  StepProgress progress() const;
+
+ private:
+  friend class Publisher;
+  struct Hooked {
+    size_t tensor = 0;  // index among the publisher's registered tensors
+    TensorRef live;
+    std::unique_ptr<DeltaRecorder> recorder;
+  };
+  PublishStep(uint64_t version, std::vector<Hooked> hooked);
+  Status write_host(Hooked& h, uint64_t first, const TensorRef& live_view,
+                    const TensorRef& new_values);
+  Status write_cuda(Hooked& h, uint64_t first, const TensorRef& live_view,
+                    const TensorRef& new_values);
+
+  uint64_t version_ = 0;
+  bool force_anchor_ = false;
+  std::vector<Hooked> hooked_;
+  mutable std::mutex mu_;
+  Status failed_ = ok_status();  // the first write error; sticky
+  bool published_ = false;
+};
+
+}  // namespace weightcast

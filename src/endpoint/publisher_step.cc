@@ -1,0 +1,174 @@
+// The publisher's hooked mode (publish_step.h): opening a step on the live tensors' checksums,
+// queueing it, and the guard that runs on the worker before anything is published.
+#include <algorithm>
+#include <string>
+
+#include "codec/checksum.h"
+#include "codec/cuda_codec.h"
+#include "src/endpoint/publisher.h"
+
+namespace weightcast {
+
+bool Publisher::any_hooked() const {
+  return std::any_of(updates_.begin(), updates_.end(),
+                     [](TensorUpdates u) { return u == TensorUpdates::kHooked; });
+}
+
+Result<uint64_t> Publisher::live_checksum(size_t tensor) const {
+  const TensorRef& t = tensors_[tensor];
+  if (t.memory == MemoryKind::kCuda) return cuda_codec::checksum_view(t, 0);
+  return checksum_view(t, 0, pool_.get());
+}
+
+Result<std::shared_ptr<PublishStep>> Publisher::begin_step(uint64_t version, bool force_anchor) {
+  std::shared_ptr<PublishJob> last;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return failed_precondition("publisher is stopping");
+    if (tensors_.empty()) return failed_precondition("step begun before any tensor was registered");
+    if (auto open = open_step_.lock(); open && !open_step_queued_) {
+      return failed_precondition("version " + std::to_string(version) + ": the step of version " +
+                                 std::to_string(open->version()) + " is still open");
+    }
+    const std::optional<uint64_t> newest = any_queued_ ? std::optional(last_queued_) : head_;
+    if (newest && version <= *newest) {
+      return failed_precondition("version " + std::to_string(version) + " is not newer than " +
+                                 std::to_string(*newest) + ", the last published or queued");
+    }
+    if (!open_step_queued_) {
+      // The last step was dropped unpublished after writes, perhaps: its tensors' live
+      // checksums are unknown.
+      std::fill(live_checksums_.begin(), live_checksums_.end(), std::nullopt);
+    }
+    if (!queue_.empty()) last = queue_.back();
+  }
+  if (last) {
+    // The step's writes change the tensors: the previous publication must have read them.
+    std::unique_lock<std::mutex> lock(last->mu);
+    const auto deadline = std::chrono::steady_clock::now() + options_.credit_timeout;
+    if (!last->cv.wait_until(lock, deadline, [&] { return last->reads_done || last->done; })) {
+      return deadline_exceeded("version " + std::to_string(version) +
+                               ": the publication of version " + std::to_string(last->version) +
+                               " did not read the tensors within " +
+                               std::to_string(options_.credit_timeout.count()) + " ms");
+    }
+  }
+  std::vector<PublishStep::Hooked> hooked;
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    if (updates_[i] != TensorUpdates::kHooked) continue;
+    std::optional<uint64_t> base;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      base = live_checksums_[i];
+    }
+    if (!base) {
+      // After a start or a refused step: the base is what the live tensor holds now (verified
+      // against the journal's head by the guard, which publishes an anchor if it differs).
+      auto computed = live_checksum(i);
+      if (!computed.ok()) {
+        return computed.status().with_context("version " + std::to_string(version) +
+                                              ": checksum of hooked tensor '" + tensors_[i].name +
+                                              "'");
+      }
+      base = *computed;
+    }
+    EncodeOptions e;
+    e.name = tensors_[i].name;
+    e.dtype = tensors_[i].dtype;
+    // Version 0 has no delta (it is always an anchor); its recorder still needs a valid pair.
+    e.target_version = std::max<uint64_t>(version, 1);
+    e.base_version = e.target_version - 1;
+    e.base_checksum = base;
+    auto recorder = DeltaRecorder::create(e, tensors_[i].numel());
+    if (!recorder.ok()) return recorder.status();
+    hooked.push_back({i, tensors_[i], std::move(*recorder)});
+  }
+  std::shared_ptr<PublishStep> step(new PublishStep(version, std::move(hooked)));
+  step->force_anchor_ = force_anchor;
+  std::lock_guard<std::mutex> lock(mu_);
+  open_step_ = step;
+  open_step_queued_ = false;
+  return step;
+}
+
+Result<PublishHandle> Publisher::publish_step(std::shared_ptr<PublishStep> step) {
+  if (!step) return invalid_argument("publish_step of an empty step");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return failed_precondition("publisher is stopping");
+  if (open_step_.lock() != step || open_step_queued_) {
+    return failed_precondition("the step of version " + std::to_string(step->version()) +
+                               " is not this publisher's open step");
+  }
+  {
+    std::lock_guard<std::mutex> step_lock(step->mu_);
+    step->published_ = true;
+  }
+  open_step_queued_ = true;
+  auto job = std::make_shared<PublishJob>();
+  job->version = step->version();
+  job->force_anchor = step->force_anchor_;
+  job->step = std::move(step);
+  queue_.push_back(job);
+  last_queued_ = job->version;
+  any_queued_ = true;
+  cv_.notify_all();
+  return PublishHandle(job, this);
+}
+
+Status Publisher::guard_step(PublishJob& job, std::vector<std::optional<EncodedDelta>>* records,
+                             bool* from_head) {
+  PublishStep& step = *job.step;
+  const std::string version = std::to_string(job.version);
+  const auto refuse = [&](const Status& why) {
+    // The live tensors are in a state no record describes: the next step starts from their
+    // checksums, and (not following the journal's head) is published as an anchor.
+    std::lock_guard<std::mutex> lock(mu_);
+    std::fill(live_checksums_.begin(), live_checksums_.end(), std::nullopt);
+    return why.with_context("version " + version + " refused, nothing published");
+  };
+  {
+    std::lock_guard<std::mutex> lock(step.mu_);
+    if (!step.failed_.ok()) return refuse(step.failed_);
+  }
+  std::vector<uint64_t> targets;
+  for (auto& h : step.hooked_) {
+    auto record = h.recorder->finish();
+    if (!record.ok()) return refuse(record.status());
+    (*records)[h.tensor] = std::move(*record);
+  }
+  for (auto& h : step.hooked_) {
+    // The guard: what the live bytes hold is what the step's writes made, nothing else.
+    const uint64_t expected = (*records)[h.tensor]->header.target_checksum;
+    auto live = live_checksum(h.tensor);
+    if (!live.ok()) return refuse(live.status());
+    if (*live != expected) {
+      return refuse(failed_precondition(
+          "tensor '" + h.live.name + "' changed outside the step (live checksum " +
+          std::to_string(*live) + ", the step's writes make " + std::to_string(expected) + ")"));
+    }
+  }
+  // The records describe the journal's head's successor only if the step began from it.
+  const proto::StepManifest* head = writer_->head_manifest();
+  *from_head = head != nullptr && head->version() + 1 == job.version &&
+               head->tensors_size() == static_cast<int>(tensors_.size());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& h : step.hooked_) {
+      const auto& record = (*records)[h.tensor];
+      live_checksums_[h.tensor] = record->header.target_checksum;
+      if (*from_head) {
+        const auto& before = head->tensors(static_cast<int>(h.tensor));
+        *from_head = before.name() == h.live.name &&
+                     before.checksum() == record->header.base_checksum;
+      }
+    }
+  }
+  if (!*from_head && options_.log && head != nullptr) {
+    options_.log("publisher: the step of version " + version +
+                 " did not start from the journal's head (version " +
+                 std::to_string(head->version()) + "): publishing an anchor");
+  }
+  return ok_status();
+}
+
+}  // namespace weightcast
