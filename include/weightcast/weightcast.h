@@ -1,0 +1,17 @@
+// Everything a C++ trainer or engine needs from weightcast (find_package(weightcast), link
+// weightcast::weightcast). The public API lives in namespace weightcast::api.
+#pragma once
+
+#include "weightcast/deadline.h"
+#include "weightcast/publisher.h"
+#include "weightcast/status.h"
+#include "weightcast/step.h"
+#include "weightcast/subscriber.h"
+#include "weightcast/tensor.h"
+
+namespace weightcast::api {
+
+// "0.1.0 (abc1234)": the library's version and revision.
+const char* version_string();
+
+}  // namespace weightcast::api
