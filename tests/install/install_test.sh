@@ -44,10 +44,15 @@ cmake -S "$source/tests/install/outside" -B "$work/outside" "${gen[@]}" \
 cmake --build "$work/outside" >"$work/build.log" 2>&1 ||
   { cat "$work/build.log"; fail "building the outside project"; }
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null) ||
-  port=$((20000 + $$ % 20000))
-cat >"$work/group.yaml" <<YAML
-group_id: install-test
+# Each mode in a group of its own: a coordinator (the installed weightcastd), then the
+# outside program as its publisher and subscriber.
+run_group() {
+  local mode=$1 dir=$work/$1 port
+  mkdir -p "$dir"
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null) ||
+    port=$((20000 + ($$ + ${#mode}) % 20000))
+  cat >"$dir/group.yaml" <<YAML
+group_id: install-test-$mode
 coordinator: {endpoint: "tcp://127.0.0.1:$port"}
 journal: {root: journal}
 transports: [fs]
@@ -57,18 +62,20 @@ ranks:
   - {rank: 1, role: publisher}
   - {rank: 2, role: subscriber}
 YAML
-"$prefix/bin/weightcastd" --config "$work/group.yaml" --rank 0 --threads 1 \
-  >"$work/coordinator.log" 2>&1 &
-coordinator_pid=$!
-
-timeout -k 5 90 "$work/outside/weightcast_outside" "$work/group.yaml" >"$work/outside.log" 2>&1
-rc=$?
-if [[ $rc -ne 0 ]]; then
-  cat "$work/outside.log"
-  fail "weightcast_outside exited $rc"
-fi
-grep "all checks passed" "$work/outside.log" || fail "no success line from weightcast_outside"
-kill -TERM "$coordinator_pid" 2>/dev/null
-wait "$coordinator_pid" 2>/dev/null
-coordinator_pid=""
+  "$prefix/bin/weightcastd" --config "$dir/group.yaml" --rank 0 --threads 1 \
+    >"$work/coordinator.log" 2>&1 &
+  coordinator_pid=$!
+  timeout -k 5 60 "$work/outside/weightcast_outside" "$dir/group.yaml" "$mode" >"$dir/outside.log" 2>&1
+  local rc=$?
+  if [[ $rc -ne 0 ]]; then
+    cat "$dir/outside.log"
+    fail "weightcast_outside $mode exited $rc"
+  fi
+  grep "all checks passed" "$dir/outside.log" || fail "no success line from weightcast_outside $mode"
+  kill -TERM "$coordinator_pid" 2>/dev/null
+  wait "$coordinator_pid" 2>/dev/null
+  coordinator_pid=""
+}
+run_group snapshot
+run_group hooked
 echo "PASS"

@@ -1,7 +1,8 @@
-// weightcast_outside CONFIG: a trainer and an engine in one process, built against the
+// weightcast_outside CONFIG MODE: a trainer and an engine in one process, built against the
 // installed package with nothing but <weightcast/...>. CONFIG is a group of a coordinator
-// (running, rank 0), a publisher (rank 1) and a subscriber (rank 2). Exits 0 when every
-// check holds; prints the first failed one otherwise.
+// (running, rank 0), a publisher (rank 1) and a subscriber (rank 2) on a fresh journal. MODE
+// `snapshot` publishes with publish(v); `hooked` registers the tensor as hooked and writes every
+// version through a Step. Exits 0 when every check holds; prints each failed one otherwise.
 #include <weightcast/weightcast.h>
 
 #include <atomic>
@@ -15,6 +16,8 @@ namespace wc = weightcast::api;
 
 namespace {
 
+constexpr int64_t kCount = 4096;
+const auto kTimeout = std::chrono::seconds(30);
 int failures = 0;
 
 void check(bool ok, const std::string& what) {
@@ -28,15 +31,43 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// Hooked mode: `next` is written into the trainer's tensor through a step, in two halves (the
+// second a view at an offset), as an optimizer writing its shards would.
+wc::Result<wc::PublishHandle> publish_through_step(wc::Publisher& pub, uint64_t version,
+                                                   std::vector<float>& trainer,
+                                                   std::vector<float>& next, uint64_t changed) {
+  auto step = pub.begin_step(version);
+  if (!step.ok()) return step.status();
+  check(step->version() == version, "the step's version");
+  const int64_t half = kCount / 2;
+  wc::TensorRef live = wc::TensorRef::contiguous("w", wc::DType::kF32, trainer.data(), half);
+  wc::TensorRef values = wc::TensorRef::contiguous("w.new", wc::DType::kF32, next.data(), half);
+  check(step->write(live, values).ok(), "first half written");
+  check(step->progress().elements_written == static_cast<uint64_t>(half) &&
+            step->progress().elements_total == static_cast<uint64_t>(kCount),
+        "progress after the first half");
+  live.offset = half;
+  values.offset = half;
+  check(step->write(live, values).ok(), "second half written");
+  const wc::StepProgress p = step->progress();
+  check(p.elements_written == static_cast<uint64_t>(kCount) && p.changed_elements == changed,
+        "progress counts " + std::to_string(changed) + " changed elements, not " +
+            std::to_string(p.changed_elements));
+  check(same_bits(trainer, next), "write() put the new values into the live tensor");
+  wc::Step moved = std::move(*step);
+  check(!step->write(live, values).ok(), "a moved-from step refuses writes");
+  return pub.publish_step(std::move(moved));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s CONFIG\n", argv[0]);
+  if (argc != 3 || (std::string(argv[2]) != "snapshot" && std::string(argv[2]) != "hooked")) {
+    std::fprintf(stderr, "usage: %s CONFIG snapshot|hooked\n", argv[0]);
     return 2;
   }
   const std::string config = argv[1];
-  const auto timeout = std::chrono::seconds(30);
+  const bool hooked = std::string(argv[2]) == "hooked";
   wc::LogCallback log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
 
   // Errors come back as a Status naming the culprit.
@@ -50,7 +81,6 @@ int main(int argc, char** argv) {
         "dtype sizes");
 
   // The engine: zeroed weights, paused around every apply.
-  constexpr int64_t kCount = 4096;
   std::vector<float> engine(kCount, 0.0f);
   std::atomic<int> paused{0};
   std::atomic<int> resumed{0};
@@ -71,9 +101,10 @@ int main(int argc, char** argv) {
       "subscriber registers a tensor");
   check((*sub)->connect().ok(), "subscriber connects");
 
-  // The trainer.
-  std::vector<float> trainer(kCount);
-  for (int64_t i = 0; i < kCount; ++i) trainer[i] = 0.25f * static_cast<float>(i);
+  // The trainer: its tensor, and the values of the versions it publishes.
+  std::vector<float> trainer(kCount, 0.0f);
+  std::vector<float> next(kCount);
+  for (int64_t i = 0; i < kCount; ++i) next[i] = 0.25f * static_cast<float>(i + 1);
   wc::PublisherOptions po;
   po.threads = 1;
   po.log = log;
@@ -83,43 +114,48 @@ int main(int argc, char** argv) {
     return 1;
   }
   check(!(*pub)->head().has_value(), "a fresh journal has no head");
-  check(
-      (*pub)
-          ->register_tensor(wc::TensorRef::contiguous("w", wc::DType::kF32, trainer.data(), kCount))
-          .ok(),
-      "publisher registers a tensor");
+  const auto updates = hooked ? wc::TensorUpdates::kHooked : wc::TensorUpdates::kSnapshot;
+  check((*pub)
+            ->register_tensor(
+                wc::TensorRef::contiguous("w", wc::DType::kF32, trainer.data(), kCount), updates)
+            .ok(),
+        "publisher registers a tensor");
 
-  auto v1 = (*pub)->publish(1);
-  check(v1.ok(), "publish v1: " + v1.status().to_string());
-  if (v1.ok()) {
-    auto report = v1->wait_published(wc::deadline_after(timeout));
-    check(report.ok() && report->anchor, "v1 is an anchor: " + report.status().to_string());
-    const wc::Status committed = v1->wait_committed(wc::deadline_after(timeout));
-    check(committed.ok(), "v1 committed: " + committed.to_string());
+  for (uint64_t v = 1; v <= 2; ++v) {
+    // v1 sets every element; v2 changes ten, which reach the engine as a delta.
+    const uint64_t changed = v == 1 ? kCount : 10;
+    if (v == 2) {
+      for (int64_t k = 0; k < 10; ++k) next[k * (kCount / 10)] += 1.0f;
+    }
+    wc::Result<wc::PublishHandle> handle = wc::Status();
+    if (hooked) {
+      handle = publish_through_step(**pub, v, trainer, next, changed);
+    } else {
+      trainer = next;
+      handle = (*pub)->publish(v);
+    }
+    const std::string what = "v" + std::to_string(v);
+    check(handle.ok(), "publish " + what + ": " + handle.status().to_string());
+    if (!handle.ok()) break;
+    check(handle->version() == v, what + ": the handle's version");
+    check(handle->wait_for_reads(wc::deadline_after(kTimeout)).ok(), what + " read");
+    auto report = handle->wait_published(wc::deadline_after(kTimeout));
+    check(report.ok() && report->anchor == (v == 1) && (v == 1 || report->changed_elements == changed),
+          what + ": " + (v == 1 ? "an anchor" : "a delta of 10 elements") + ": " +
+              (report.ok() ? std::to_string(report->changed_elements) + " changed"
+                           : report.status().to_string()));
+    const wc::Status committed = handle->wait_committed(wc::deadline_after(kTimeout));
+    check(committed.ok(), what + " committed: " + committed.to_string());
+    const wc::Status got = (*sub)->wait_for_version(v, wc::deadline_after(kTimeout));
+    check(got.ok(), "engine reaches " + what + ": " + got.to_string());
+    check(same_bits(engine, trainer), "engine holds " + what + "'s bits");
   }
-  const wc::Status got1 = (*sub)->wait_for_version(1, wc::deadline_after(timeout));
-  check(got1.ok(), "engine reaches v1: " + got1.to_string());
-  check(same_bits(engine, trainer), "engine holds v1's bits");
-
-  // A sparse step: ten elements change; the engine receives them as a delta.
-  for (int64_t k = 0; k < 10; ++k) trainer[k * (kCount / 10)] += 1.0f;
-  auto v2 = (*pub)->publish(2);
-  check(v2.ok(), "publish v2: " + v2.status().to_string());
-  if (v2.ok()) {
-    check(v2->wait_for_reads(wc::deadline_after(timeout)).ok(), "v2 read");
-    auto report = v2->wait_published(wc::deadline_after(timeout));
-    check(report.ok() && !report->anchor && report->changed_elements == 10,
-          "v2 is a delta of 10 elements: " + (report.ok() ? std::to_string(report->changed_elements)
-                                                          : report.status().to_string()));
-    check(v2->wait_committed(wc::deadline_after(timeout)).ok(), "v2 committed");
-  }
-  check((*sub)->wait_for_version(2, wc::deadline_after(timeout)).ok(), "engine reaches v2");
-  check(same_bits(engine, trainer), "engine holds v2's bits");
   check((*pub)->head() == 2u && (*pub)->committed() == 2u, "publisher head and committed are 2");
   check((*sub)->current_version() == 2u, "engine's current version is 2");
-  auto again = (*pub)->publish(2);
-  check(!again.ok() && again.status().code() == wc::StatusCode::kFailedPrecondition,
-        "a version not newer is refused: " + again.status().to_string());
+  auto refused = (*pub)->publish(hooked ? 3 : 2);
+  check(!refused.ok() && refused.status().code() == wc::StatusCode::kFailedPrecondition,
+        std::string(hooked ? "publish() with a hooked tensor" : "a version not newer") +
+            " is refused: " + refused.status().to_string());
 
   const wc::SubscriberStats stats = (*sub)->stats();
   check(stats.versions_applied >= 1 && stats.nacks == 0, "subscriber stats");
@@ -128,7 +164,8 @@ int main(int argc, char** argv) {
 
   (*sub)->stop("outside test done");
   (*pub)->stop("outside test done");
-  if (failures == 0)
-    std::printf("weightcast_outside: %s: all checks passed\n", wc::version_string());
+  if (failures == 0) {
+    std::printf("weightcast_outside %s: %s: all checks passed\n", argv[2], wc::version_string());
+  }
   return failures == 0 ? 0 : 1;
 }
