@@ -1,5 +1,6 @@
 // weightcast_torch_engine --config group.yaml --rank R --until-version V [--timeout-s S]: an
-// inference engine that embeds the subscriber endpoint. It allocates the served
+// inference engine that embeds the public subscriber API (<weightcast/subscriber.h>, linked
+// as weightcast::weightcast). It allocates the served
 // bf16 weights of the tiny model (examples/torch_example_model.h, the trainer's names and
 // shapes), registers them, incl. the strided q/k/v views of the packed projection, and lets
 // versions arrive: the Subscriber pauses the engine around every copy into its tensors
@@ -11,20 +12,20 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <string>
 
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
 
+#include <weightcast/weightcast.h>
+
 #include "examples/torch_example_model.h"
 #include "examples/torch_tensor_ref.h"
-#include "src/cli/number_flags.h"
-#include "src/control/group_config.h"
-#include "src/endpoint/subscriber.h"
 
 namespace {
 
-using namespace weightcast;
+namespace wc = weightcast::api;
 using namespace weightcast::examples;
 
 std::string shape_text(const torch::Tensor& t) {
@@ -33,27 +34,15 @@ std::string shape_text(const torch::Tensor& t) {
   return s + "]";
 }
 
-int run(const std::string& config_path, uint32_t rank, uint64_t until, uint32_t timeout_s,
+int run(const std::string& config_path, uint32_t rank, uint64_t until, int64_t timeout_s,
         size_t threads, bool verbose) {
-  auto config = load_group_config(config_path);
-  if (!config.ok()) {
-    std::fprintf(stderr, "engine: %s\n", config.status().to_string().c_str());
-    return 2;
-  }
-  auto entry = find_rank(*config, rank);
-  if (!entry.ok() || entry->role() != proto::ROLE_SUBSCRIBER) {
-    std::fprintf(stderr, "engine: rank %u is not a subscriber rank of %s\n", rank,
-                 config_path.c_str());
-    return 2;
-  }
-  auto fail = [](const char* what, const Status& s) {
+  auto fail = [](const char* what, const wc::Status& s) {
     std::fprintf(stderr, "engine: %s: %s\n", what, s.to_string().c_str());
     return 1;
   };
 
   ServedWeights served = make_served_weights();
-  SubscriberOptions so;
-  so.rank = rank;
+  wc::SubscriberOptions so;
   so.threads = threads;
   if (verbose)
     so.log = [](const std::string& line) { std::fprintf(stderr, "[engine] %s\n", line.c_str()); };
@@ -67,20 +56,25 @@ int run(const std::string& config_path, uint32_t rank, uint64_t until, uint32_t 
     std::printf("resuming on v%llu\n", static_cast<unsigned long long>(v));
     std::fflush(stdout);
   };
-  auto subscriber = Subscriber::create(*config, so);
-  if (!subscriber.ok()) return fail("cannot create the subscriber", subscriber.status());
+  // The config is read here: a bad file or a rank that is not a subscriber is a bad command
+  // line (exit 2).
+  auto subscriber = wc::Subscriber::create(config_path, rank, so);
+  if (!subscriber.ok()) {
+    std::fprintf(stderr, "engine: %s\n", subscriber.status().to_string().c_str());
+    return 2;
+  }
   const auto tensors = served.published();
   for (const auto& [name, tensor] : tensors) {
     auto ref = tensor_ref_from_torch(name, tensor);
     if (!ref.ok()) return fail("cannot describe a tensor", ref.status());
-    const Status s = (*subscriber)->register_tensor(*ref);
+    const wc::Status s = (*subscriber)->register_tensor(*ref);
     if (!s.ok()) return fail("cannot register a tensor", s);
   }
-  const Status connected = (*subscriber)->connect();
+  const wc::Status connected = (*subscriber)->connect();
   if (!connected.ok()) return fail("cannot connect", connected);
 
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  const Status reached = (*subscriber)->wait_for_version(until, deadline);
+  const wc::Status reached =
+      (*subscriber)->wait_for_version(until, wc::deadline_after(std::chrono::seconds(timeout_s)));
   // Leaving first: no apply can change the tensors while the summary reads them.
   (*subscriber)->stop("engine done");
   if (!reached.ok()) return fail("target version not reached", reached);
@@ -105,31 +99,32 @@ int main(int argc, char** argv) {
       "weightcast_torch_engine: holds the tiny libtorch model's bf16 weights and receives "
       "every version through the weightcast Subscriber"};
   std::string config_path;
-  uint32_t rank = 2;
-  uint64_t until = 0;
-  uint32_t timeout_s = 120;
-  size_t threads = 1;
+  // Signed, so that CLI::Range refuses "-1" (CLI11 reads unsigned flags with strtoull).
+  int64_t rank = 2;
+  int64_t until = 0;
+  int64_t timeout_s = 120;
+  int64_t threads = 1;
   bool verbose = false;
   app.add_option("--config", config_path, "Group config (YAML; see docs/CONFIG.md)")
       ->required()
       ->check(CLI::ExistingFile);
-  using weightcast::cli::number_in;
   app.add_option("--rank", rank, "This subscriber's rank in the config")
       ->required()
-      ->check(number_in<uint32_t>(0, std::numeric_limits<uint32_t>::max()));
+      ->check(CLI::Range(int64_t{0}, int64_t{std::numeric_limits<uint32_t>::max()}));
   app.add_option("--until-version", until, "Exit once this version is held")
       ->required()
-      ->check(number_in<uint64_t>(0, weightcast::cli::kMaxVersion));
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
   app.add_option("--timeout-s", timeout_s, "Give up (exit 1) after this many seconds")
       ->capture_default_str()
-      ->check(number_in<uint32_t>(1, weightcast::cli::kMaxTimeoutS));
+      ->check(CLI::Range(int64_t{1}, int64_t{86'400}));
   app.add_option("--threads", threads, "Apply threads (0: all cores)")
       ->capture_default_str()
-      ->check(number_in<size_t>(0, weightcast::cli::kMaxThreads));
+      ->check(CLI::Range(int64_t{0}, int64_t{1024}));
   app.add_flag("--verbose", verbose, "Print the endpoint's control log on stderr");
   CLI11_PARSE(app, argc, argv);
   try {
-    return run(config_path, rank, until, timeout_s, threads, verbose);
+    return run(config_path, static_cast<uint32_t>(rank), static_cast<uint64_t>(until), timeout_s,
+               static_cast<size_t>(threads), verbose);
   } catch (const std::exception& e) {  // libtorch reports errors as c10::Error
     std::fprintf(stderr, "engine: %s\n", e.what());
     return 1;

@@ -3,9 +3,19 @@
 #include <c10/core/ScalarType.h>
 
 #include <optional>
+#include <string>
+#include <utility>
 
-namespace weightcast {
+namespace weightcast::examples {
 namespace {
+
+using api::DType;
+using api::MemoryKind;
+using api::TensorRef;
+
+api::Status invalid_argument(std::string message) {
+  return api::Status(api::StatusCode::kInvalidArgument, std::move(message));
+}
 
 std::optional<DType> dtype_from_torch(c10::ScalarType type) {
   switch (type) {
@@ -36,7 +46,7 @@ std::optional<DType> dtype_from_torch(c10::ScalarType type) {
 
 }  // namespace
 
-Result<TensorRef> tensor_ref_from_torch(const std::string& name, const at::Tensor& t) {
+api::Result<TensorRef> tensor_ref_from_torch(const std::string& name, const at::Tensor& t) {
   const std::string what = "tensor '" + name + "'";
   if (!t.defined()) return invalid_argument(what + " is an undefined at::Tensor");
   const auto dtype = dtype_from_torch(t.scalar_type());
@@ -74,4 +84,4 @@ Result<TensorRef> tensor_ref_from_torch(const std::string& name, const at::Tenso
   return ref;
 }
 
-}  // namespace weightcast
+}  // namespace weightcast::examples

@@ -1,5 +1,6 @@
 // weightcast_torch_trainer --config group.yaml --rank R --steps N [--lr X]: a trainer that
-// embeds the publisher endpoint. A tiny torch::nn language model is trained with
+// embeds the public publisher API (<weightcast/publisher.h>, linked as weightcast::weightcast).
+// A tiny torch::nn language model is trained with
 // Adam on fp32 master weights; after every optimizer step the bf16 served copy (the tensors
 // registered with the Publisher, incl. the strided q/k/v views of the packed projection) is
 // refreshed and published as the next version.
@@ -12,23 +13,22 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <string>
 
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
 
+#include <weightcast/weightcast.h>
+
 #include "examples/torch_example_model.h"
 #include "examples/torch_tensor_ref.h"
-#include "src/cli/number_flags.h"
-#include "src/control/group_config.h"
-#include "src/endpoint/publisher.h"
 
 namespace {
 
-using namespace weightcast;
+namespace wc = weightcast::api;
 using namespace weightcast::examples;
-using Clock = std::chrono::steady_clock;
 
 // The fp32 master model: an embedding, a single-head causal attention with a packed qkv
 // projection, and an output layer.
@@ -81,21 +81,10 @@ torch::Tensor train_step(TinyLm& model, torch::optim::Optimizer& opt, int64_t vo
   return loss.detach();
 }
 
-int run(const std::string& config_path, uint32_t rank, uint64_t steps, double lr,
-        uint32_t timeout_s, size_t threads, bool verbose) {
-  auto config = load_group_config(config_path);
-  if (!config.ok()) {
-    std::fprintf(stderr, "trainer: %s\n", config.status().to_string().c_str());
-    return 2;
-  }
-  auto entry = find_rank(*config, rank);
-  if (!entry.ok() || entry->role() != proto::ROLE_PUBLISHER) {
-    std::fprintf(stderr, "trainer: rank %u is not a publisher rank of %s\n", rank,
-                 config_path.c_str());
-    return 2;
-  }
+int run(const std::string& config_path, uint32_t rank, uint64_t steps, double lr, int64_t timeout_s,
+        size_t threads, bool verbose) {
   const auto timeout = std::chrono::seconds(timeout_s);
-  auto fail = [](const char* what, const Status& s) {
+  auto fail = [](const char* what, const wc::Status& s) {
     std::fprintf(stderr, "trainer: %s: %s\n", what, s.to_string().c_str());
     return 1;
   };
@@ -107,26 +96,30 @@ int run(const std::string& config_path, uint32_t rank, uint64_t steps, double lr
   ServedWeights served = make_served_weights(shape);
   model->copy_to(served);
 
-  PublisherOptions po;
-  po.rank = rank;
+  wc::PublisherOptions po;
   po.threads = threads;
   if (verbose)
     po.log = [](const std::string& line) { std::fprintf(stderr, "[trainer] %s\n", line.c_str()); };
-  auto publisher = Publisher::start(*config, po);
-  if (!publisher.ok()) return fail("cannot start the publisher", publisher.status());
+  // The config is read here: a bad file or a rank that is not a publisher is a bad command
+  // line (exit 2).
+  auto publisher = wc::Publisher::start(config_path, rank, po);
+  if (!publisher.ok()) {
+    std::fprintf(stderr, "trainer: %s\n", publisher.status().to_string().c_str());
+    return 2;
+  }
   // Registered once: the endpoint reads these tensors (the bf16 copies, not the fp32
   // masters) at every publication.
   for (const auto& [name, tensor] : served.published()) {
     auto ref = tensor_ref_from_torch(name, tensor);
     if (!ref.ok()) return fail("cannot describe a tensor", ref.status());
-    const Status s = (*publisher)->register_tensor(*ref);
+    const wc::Status s = (*publisher)->register_tensor(*ref);
     if (!s.ok()) return fail("cannot register a tensor", s);
   }
 
   const uint64_t first = (*publisher)->head() ? *(*publisher)->head() + 1 : 0;
   auto published = (*publisher)->publish(first);
   if (!published.ok()) return fail("cannot publish the initial weights", published.status());
-  PublishHandle last = *published;
+  wc::PublishHandle last = *published;
   std::printf("v%llu: initial weights published\n", static_cast<unsigned long long>(first));
   std::fflush(stdout);
 
@@ -134,7 +127,7 @@ int run(const std::string& config_path, uint32_t rank, uint64_t steps, double lr
     // The optimizer changes only the fp32 masters, so it overlaps the publisher's read of
     // the previous version; the bf16 copies change only after that read finished.
     const double loss = train_step(model, opt, shape.vocab).item<double>();
-    const Status read = last.wait_for_reads(Clock::now() + timeout);
+    const wc::Status read = last.wait_for_reads(wc::deadline_after(timeout));
     if (!read.ok()) return fail("the previous version was not read", read);
     model->copy_to(served);
     const uint64_t v = first + step;
@@ -146,7 +139,7 @@ int run(const std::string& config_path, uint32_t rank, uint64_t steps, double lr
     std::fflush(stdout);
   }
 
-  const Status committed = last.wait_committed(Clock::now() + timeout);
+  const wc::Status committed = last.wait_committed(wc::deadline_after(timeout));
   if (!committed.ok()) return fail("the last version was not committed", committed);
   std::printf("v%llu: committed by the group; digest %s\n",
               static_cast<unsigned long long>(last.version()),
@@ -162,35 +155,36 @@ int main(int argc, char** argv) {
       "weightcast_torch_trainer: trains a tiny libtorch model and publishes its bf16 weights "
       "after every optimizer step through the weightcast Publisher"};
   std::string config_path;
-  uint32_t rank = 1;
-  uint64_t steps = 10;
+  // Signed, so that CLI::Range refuses "-1" (CLI11 reads unsigned flags with strtoull).
+  int64_t rank = 1;
+  int64_t steps = 10;
   double lr = 1e-2;
-  uint32_t timeout_s = 120;
-  size_t threads = 1;
+  int64_t timeout_s = 120;
+  int64_t threads = 1;
   bool verbose = false;
   app.add_option("--config", config_path, "Group config (YAML; see docs/CONFIG.md)")
       ->required()
       ->check(CLI::ExistingFile);
-  using weightcast::cli::number_in;
   app.add_option("--rank", rank, "This publisher's rank in the config")
       ->required()
-      ->check(number_in<uint32_t>(0, std::numeric_limits<uint32_t>::max()));
+      ->check(CLI::Range(int64_t{0}, int64_t{std::numeric_limits<uint32_t>::max()}));
   app.add_option("--steps", steps, "Optimizer steps (one version each)")
       ->capture_default_str()
-      ->check(number_in<uint64_t>(1, 1'000'000));
+      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000}));
   app.add_option("--lr", lr, "Adam learning rate")
       ->capture_default_str()
-      ->check(number_in<double>(1e-12, 1.0));
+      ->check(CLI::Range(1e-12, 1.0));
   app.add_option("--timeout-s", timeout_s, "Bound of every wait on the group")
       ->capture_default_str()
-      ->check(number_in<uint32_t>(1, weightcast::cli::kMaxTimeoutS));
+      ->check(CLI::Range(int64_t{1}, int64_t{86'400}));
   app.add_option("--threads", threads, "Publisher threads (0: all cores)")
       ->capture_default_str()
-      ->check(number_in<size_t>(0, weightcast::cli::kMaxThreads));
+      ->check(CLI::Range(int64_t{0}, int64_t{1024}));
   app.add_flag("--verbose", verbose, "Print the endpoint's control log on stderr");
   CLI11_PARSE(app, argc, argv);
   try {
-    return run(config_path, rank, steps, lr, timeout_s, threads, verbose);
+    return run(config_path, static_cast<uint32_t>(rank), static_cast<uint64_t>(steps), lr,
+               timeout_s, static_cast<size_t>(threads), verbose);
   } catch (const std::exception& e) {  // libtorch reports errors as c10::Error
     std::fprintf(stderr, "trainer: %s\n", e.what());
     return 1;
