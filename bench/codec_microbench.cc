@@ -9,6 +9,7 @@
 
 #include "codec/change_scan.h"
 #include "codec/checksum.h"
+#include "codec/delta_recorder.h"
 #include "codec/position_codecs.h"
 
 namespace {
@@ -90,5 +91,52 @@ void BM_RiceVsStreamVByteGaps(benchmark::State& state) {
 BENCHMARK(BM_RiceVsStreamVByteGaps)->Arg(0)->Arg(1)->ArgNames({"rice"});
 
 }  // namespace
+
+// Hooked mode's write pass (src/endpoint/publish_step.h) against its reference, a plain copy
+// of the same new values into the live tensor: per 64 Ki-element chunk, the recorder diffs the
+// old live values against the new ones (encoding the chunk) and the new ones are copied over.
+// Each iteration first puts the old values back, untimed, so both start from the same memory.
+void BM_PlainCopyReference(benchmark::State& state) {
+  const auto& before = buffer(0);
+  const auto& after = buffer(1);
+  std::vector<uint8_t> live = before;
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::memcpy(live.data(), before.data(), live.size());
+    state.ResumeTiming();
+    std::memcpy(live.data(), after.data(), live.size());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * live.size()));
+}
+BENCHMARK(BM_PlainCopyReference)->Unit(benchmark::kMillisecond);
+
+void BM_RecordedWrite(benchmark::State& state) {
+  const auto& before = buffer(0);
+  const auto& after = buffer(1);
+  std::vector<uint8_t> live = before;
+  weightcast::EncodeOptions e;
+  e.name = "bench";
+  e.dtype = weightcast::DType::kBF16;
+  e.base_checksum = 0;  // the records are not applied here
+  constexpr size_t kChunk = weightcast::kDefaultChunkElements;
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::memcpy(live.data(), before.data(), live.size());
+    auto recorder = weightcast::DeltaRecorder::create(e, kElements);
+    state.ResumeTiming();
+    for (size_t at = 0; at < kElements; at += kChunk) {
+      const size_t n = std::min(kChunk, kElements - at);
+      if (!(*recorder)->record(at, n, live.data() + 2 * at, after.data() + 2 * at).ok()) {
+        state.SkipWithError("record failed");
+        break;
+      }
+      std::memcpy(live.data() + 2 * at, after.data() + 2 * at, 2 * n);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * live.size()));
+}
+BENCHMARK(BM_RecordedWrite)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();
