@@ -3,13 +3,15 @@
 # prefix, configures and builds tests/install/outside against it with find_package(weightcast)
 # (nothing from the source tree on its include path), then runs it in a rank group whose
 # coordinator is the installed weightcastd.
-#   install_test.sh BUILD_DIR SOURCE_DIR [GENERATOR]
+#   install_test.sh BUILD_DIR SOURCE_DIR [GENERATOR [CXX [CXX_FLAGS]]]
+# CXX and CXX_FLAGS: the build's compiler, and the sanitizer flags of a sanitizer build (an
+# executable linking an ASan-instrumented library must load the ASan runtime itself).
 set -uo pipefail
 if [[ $# -lt 2 ]]; then
-  echo "usage: $0 BUILD_DIR SOURCE_DIR [GENERATOR]" >&2
+  echo "usage: $0 BUILD_DIR SOURCE_DIR [GENERATOR [CXX [CXX_FLAGS]]]" >&2
   exit 2
 fi
-build=$1 source=$2 generator=${3:-}
+build=$1 source=$2 generator=${3:-} cxx=${4:-} cxx_flags=${5:-}
 work=$(mktemp -d "${TMPDIR:-/tmp}/wc_install.XXXXXX")
 coordinator_pid=""
 cleanup() {
@@ -37,7 +39,9 @@ if grep -rEn '#include "(codec|src|transport|proto)/|\.pb\.h' "$prefix/include/w
 fi
 
 gen=()
-[[ -n $generator ]] && gen=(-G "$generator")
+[[ -n $generator ]] && gen+=(-G "$generator")
+[[ -n $cxx ]] && gen+=(-DCMAKE_CXX_COMPILER="$cxx")
+[[ -n $cxx_flags ]] && gen+=(-DCMAKE_CXX_FLAGS="$cxx_flags")
 cmake -S "$source/tests/install/outside" -B "$work/outside" "${gen[@]}" \
   -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; fail "configuring the outside project"; }
