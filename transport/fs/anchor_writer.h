@@ -3,10 +3,12 @@
 // that any HF loader can read a step directory as it lies.
 //
 // The whole layout (shard files, headers, every tensor's offset) is fixed before the first
-// byte is written; a pool of threads then pwrites slices at their offsets, spread round-robin
-// over the files so several files are written at once (one file at a time is much slower on
-// shared filesystems). Integrity data is computed while each slice is in cache: an XXH3-64 per
-// slice (an Extent of the manifest) and each tensor's checksum C() (DESIGN §3).
+// byte is written (plan_anchor, anchor_plan.h, shared with StreamingAnchorWriter of
+// anchor_stream.h, so both write the same files); a pool of threads then pwrites slices at their
+// offsets, spread round-robin over the files so several files are written at once (one file at a
+// time is much slower on shared filesystems). Integrity data is computed while each slice is in
+// cache: an XXH3-64 per slice (an Extent of the manifest) and each tensor's checksum C() (DESIGN
+// §3).
 #pragma once
 
 #include <cstdint>
