@@ -140,7 +140,8 @@ int main(int argc, char** argv) {
     check(handle->version() == v, what + ": the handle's version");
     check(handle->wait_for_reads(wc::deadline_after(kTimeout)).ok(), what + " read");
     auto report = handle->wait_published(wc::deadline_after(kTimeout));
-    check(report.ok() && report->anchor == (v == 1) && (v == 1 || report->changed_elements == changed),
+    check(report.ok() && report->anchor == (v == 1) &&
+              (v == 1 || report->changed_elements == changed),
           what + ": " + (v == 1 ? "an anchor" : "a delta of 10 elements") + ": " +
               (report.ok() ? std::to_string(report->changed_elements) + " changed"
                            : report.status().to_string()));
