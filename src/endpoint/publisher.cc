@@ -217,6 +217,26 @@ Status Publisher::wait_for_credit(uint64_t version) {
   return ok_status();
 }
 
+Status Publisher::allocate_snapshot(uint64_t version) {
+  if (!previous_.empty()) return ok_status();
+  // One copy of the snapshot tensors, the snapshot (previous_), brought to each version as it
+  // is encoded (contiguous host tensors, read where they live) or as it is read (the others,
+  // through bounded staging: publisher_staged.cc). Hooked tensors have none. A host that
+  // cannot hold it fails the version with a Status naming the tensor; the next one retries.
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const auto& t = tensors_[i];
+    const bool hooked = updates_[i] == TensorUpdates::kHooked;
+    auto prev = allocate_bytes(hooked ? 0 : t.numel() * t.element_size(),
+                               "the publisher's copy of tensor '" + t.name + "'");
+    if (!prev.ok()) {
+      previous_.clear();
+      return prev.status().with_context("version " + std::to_string(version));
+    }
+    previous_.push_back(std::move(*prev));
+  }
+  return ok_status();
+}
+
 Status Publisher::run_job(PublishJob& job) {
   RETURN_IF_ERROR(wait_for_credit(job.version));
   const auto started = std::chrono::steady_clock::now();
@@ -230,66 +250,47 @@ Status Publisher::run_job(PublishJob& job) {
   std::vector<std::optional<EncodedDelta>> records(tensors_.size());
   bool from_head = true;
   if (job.step) RETURN_IF_ERROR(guard_step(job, &records, &from_head));
-  if (previous_.empty()) {
-    // One copy of the snapshot tensors, the snapshot (previous_), brought to each version as
-    // it is encoded. Host tensors laid out contiguously are read where they live; the others
-    // (strided views, CUDA memory) are gathered into current_ first. Hooked tensors have
-    // neither. A host that cannot hold the copies fails the version with a Status naming the
-    // tensor; the next one retries.
-    for (size_t i = 0; i < tensors_.size(); ++i) {
-      const auto& t = tensors_[i];
-      const bool hooked = updates_[i] == TensorUpdates::kHooked;
-      const size_t bytes = hooked ? 0 : t.numel() * t.element_size();
-      const std::string what = "the publisher's copy of tensor '" + t.name + "'";
-      const bool direct = hooked || (t.memory != MemoryKind::kCuda && t.is_contiguous());
-      auto prev = allocate_bytes(bytes, what);
-      auto cur = !prev.ok() ? Result<std::vector<uint8_t>>(prev.status())
-                 : direct   ? Result<std::vector<uint8_t>>(std::vector<uint8_t>())
-                            : allocate_bytes(bytes, what + " (gathered)");
-      if (!cur.ok()) {
-        current_.clear();
-        previous_.clear();
-        return cur.status().with_context("version " + std::to_string(job.version));
-      }
-      previous_.push_back(std::move(*prev));
-      current_.push_back(std::move(*cur));
-    }
+  RETURN_IF_ERROR(allocate_snapshot(job.version));
+  if (first_job_) {
+    first_job_ = false;
+    RETURN_IF_ERROR(rebuild_previous());
   }
+  // From here the snapshot may be part way between versions. After a failure the journal's
+  // head is the version before this one, so the next version (this one cannot be published
+  // again) is not consecutive and goes out as an anchor, which overwrites the whole snapshot.
+  const bool had_previous = have_previous_;
+  have_previous_ = false;
   std::vector<PublishTensor> specs;
   for (const auto& t : tensors_) specs.push_back({t.name, t.dtype, t.shape, {}});
-  const bool anchor = !from_head || !writer_->anchor_reason(job.version, specs, job.force_anchor).empty();
-  // An anchor reads hooked tensors that cannot be read where they live from a copy made now.
+  const bool anchor =
+      !from_head || !writer_->anchor_reason(job.version, specs, job.force_anchor).empty();
+  // Snapshot tensors not readable in place go through staging into the snapshot; an anchor
+  // reads hooked tensors not readable in place from a copy made now.
   std::vector<std::vector<uint8_t>> hooked_copies(tensors_.size());
+  bool wide_changed = false;
   {
-    // Gathered views on the pool (CUDA ones through pinned staging meanwhile); a failed read
-    // fails the version (current_ is scratch; previous_ is untouched).
     std::vector<TensorRef> gathered;
     std::vector<std::span<uint8_t>> outs;
     for (size_t i = 0; i < tensors_.size(); ++i) {
       const auto& t = tensors_[i];
-      const bool in_place = t.memory != MemoryKind::kCuda && t.is_contiguous();
-      if (updates_[i] == TensorUpdates::kHooked) {
-        if (!anchor || in_place) continue;
-        auto copy = allocate_bytes(t.numel() * t.element_size(),
-                                   "the anchor's copy of hooked tensor '" + t.name + "'");
-        if (!copy.ok()) return copy.status().with_context("version " + std::to_string(job.version));
-        hooked_copies[i] = std::move(*copy);
-        gathered.push_back(t);
-        outs.emplace_back(hooked_copies[i]);
+      if (t.memory != MemoryKind::kCuda && t.is_contiguous()) continue;  // read in place
+      if (updates_[i] == TensorUpdates::kSnapshot) {
+        Status read = read_staged(i, job.version, had_previous, &records[i], &wide_changed);
+        if (!read.ok()) return read.with_context("version " + std::to_string(job.version));
         continue;
       }
-      if (current_[i].empty() && t.numel() != 0) continue;  // read in place
+      if (!anchor) continue;
+      auto copy = allocate_bytes(t.numel() * t.element_size(),
+                                 "the anchor's copy of hooked tensor '" + t.name + "'");
+      if (!copy.ok()) return copy.status().with_context("version " + std::to_string(job.version));
+      hooked_copies[i] = std::move(*copy);
       gathered.push_back(t);
-      outs.emplace_back(current_[i]);
+      outs.emplace_back(hooked_copies[i]);
     }
     Status read = gather_tensors(gathered, outs, pool_.get());
     if (!read.ok()) {
       return read.with_context("version " + std::to_string(job.version) + ": reading tensors");
     }
-  }
-  if (first_job_) {
-    first_job_ = false;
-    RETURN_IF_ERROR(rebuild_previous());
   }
   std::vector<PublishTensor> current, previous;
   std::vector<std::span<uint8_t>> snapshot;
@@ -299,32 +300,26 @@ Status Publisher::run_job(PublishJob& job) {
   });
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const auto& t = tensors_[i];
-    const size_t bytes = t.numel() * t.element_size();
+    const bool in_place = t.memory != MemoryKind::kCuda && t.is_contiguous();
+    if (records[i]) encoded[i] = &*records[i];
     std::span<const uint8_t> now;
-    if (updates_[i] == TensorUpdates::kHooked) {
-      encoded[i] = &*records[i];
-      if (!hooked_copies[i].empty()) {
-        now = hooked_copies[i];
-      } else if (t.memory != MemoryKind::kCuda && t.is_contiguous()) {
-        now = {t.first_byte(), bytes};
-      }
-    } else {
-      const bool direct = current_[i].empty() && t.numel() != 0;
-      now = direct ? std::span<const uint8_t>(t.first_byte(), bytes)
-                   : std::span<const uint8_t>(current_[i]);
+    if (!hooked_copies[i].empty()) {
+      now = hooked_copies[i];
+    } else if (in_place) {
+      now = {t.first_byte(), t.numel() * t.element_size()};
+    } else if (updates_[i] == TensorUpdates::kSnapshot) {
+      now = previous_[i];  // staged: the snapshot holds this version now
     }
     current.push_back({t.name, t.dtype, t.shape, now});
-    if (have_previous_ || !snapshot_tensors) {
+    if (had_previous || !snapshot_tensors) {
       previous.push_back({t.name, t.dtype, t.shape,
                           updates_[i] == TensorUpdates::kHooked ? now : previous_[i]});
     }
     snapshot.emplace_back(previous_[i]);
   }
-  // From here the snapshot may be part way between versions. After a failure the journal's
-  // head is the version before this one, so the next version (this one cannot be published
-  // again) is not consecutive and goes out as an anchor, which overwrites the whole snapshot.
-  have_previous_ = false;
-  const SnapshotAdvance advance{snapshot, reads_done, encoded, !from_head};
+  // A changed 8-byte staged tensor has no record and its snapshot already holds it: the
+  // version is an anchor without a delta.
+  const SnapshotAdvance advance{snapshot, reads_done, encoded, !from_head || wide_changed};
   auto published = writer_->publish(job.version, current, previous, job.force_anchor, &advance);
   reads_done();  // also when the publish failed before it read everything
   if (!published.ok()) return published.status();

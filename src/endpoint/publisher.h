@@ -1,11 +1,14 @@
-// The publisher endpoint a trainer embeds (DESIGN §1): register the model's tensors once,
-// then publish(version) after every optimizer step.
+// The publisher endpoint a trainer embeds (../shared/DESIGN.md "Who uses it"): register the
+// model's tensors once, then publish(version) after every optimizer step (snapshot mode), or
+// write each step's new values through a PublishStep (hooked mode, publish_step.h).
 //
 // publish() returns at once with a handle; a worker then, in order:
 //   1. waits until fewer than max_in_flight published versions are uncommitted (the group's
 //      back-pressure),
-//   2. gathers the tensors it cannot read where they live (strided views, CUDA memory) into
-//      buffers of their own; contiguous host tensors are read in place,
+//   2. (hooked mode) runs the guard of the step's tensors (publish_step.h); reads the
+//      snapshot tensors it cannot read where they live (strided views, CUDA memory) in
+//      bounded pieces, diffing each against the snapshot and copying it over (no second
+//      copy); contiguous host tensors are read in place,
 //   3. writes the version to the journal (a delta against its snapshot of the previous
 //      published version, or an anchor: the first version, every anchor_every, when the
 //      tensors changed shape), bringing the snapshot to the new version in the same pass
@@ -141,6 +144,11 @@ class Publisher {
   Status run_job(PublishJob& job);
   Status wait_for_credit(uint64_t version);
   Status rebuild_previous();
+  Status allocate_snapshot(uint64_t version);
+  // A snapshot tensor not readable where it lives, read through staging into the snapshot
+  // (publisher_staged.cc): its record when the snapshot held the head version.
+  Status read_staged(size_t i, uint64_t version, bool from_snapshot,
+                     std::optional<EncodedDelta>* record, bool* wide_changed);
   // Hooked mode (publisher_step.cc): the guard of a step's tensors, then their records.
   Status guard_step(PublishJob& job, std::vector<std::optional<EncodedDelta>>* records,
                     bool* from_head);
@@ -165,11 +173,11 @@ class Publisher {
   // written the live tensors, so their checksums are then recomputed.
   std::weak_ptr<PublishStep> open_step_;
   bool open_step_queued_ = true;
-  // previous_: the snapshot, the bytes of the last published version, advanced in place by
-  // each publication (SnapshotAdvance). current_: gather buffers for the tensors that cannot
-  // be read where they live (strided, CUDA); empty for contiguous host tensors.
-  std::vector<std::vector<uint8_t>> current_;
+  // previous_: the snapshot, the bytes of the last published version of the snapshot tensors,
+  // advanced in place by each publication (SnapshotAdvance, or publisher_staged.cc for the
+  // tensors read through staging_, a buffer of a bounded piece). Empty for hooked tensors.
   std::vector<std::vector<uint8_t>> previous_;
+  std::vector<uint8_t> staging_;
   bool have_previous_ = false;
   bool first_job_ = true;  // the snapshot is built from the journal's head before first use
 

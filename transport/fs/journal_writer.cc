@@ -194,7 +194,7 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
           continue;
         }
         const std::span<uint8_t> snap = advance->snapshot[i];
-        if (!delta_possible && !snap.empty()) {
+        if (!delta_possible && !snap.empty() && snap.data() != current[i].bytes.data()) {
           std::memcpy(snap.data(), current[i].bytes.data(), snap.size());
         }
         from_snapshot.push_back({current[i].name, current[i].dtype, current[i].shape, snap});

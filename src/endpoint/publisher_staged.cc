@@ -1,0 +1,78 @@
+// The publisher's snapshot tensors that cannot be read where they live (strided views, CUDA
+// memory): read in bounded pieces of whole rows into a staging buffer, each piece diffed
+// against the snapshot (codec/delta_recorder.h, the same chunks encode_delta makes) and then
+// copied over it. The snapshot is the one copy of such a tensor; no gathered copy of the
+// whole tensor is made.
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "codec/allocation.h"
+#include "codec/delta_recorder.h"
+#include "src/endpoint/publisher.h"
+#include "transport/tensor_staging.h"
+
+namespace weightcast {
+namespace {
+
+// Bytes of new values read per piece (a piece is at least one row of dimension 0).
+constexpr uint64_t kStagedPieceBytes = uint64_t{32} << 20;
+
+// Rows [first, first + count) of dimension 0 of `t`, as a view.
+TensorRef rows_of(const TensorRef& t, int64_t first, int64_t count) {
+  TensorRef sub = t;
+  if (t.shape.empty()) return sub;
+  sub.strides = t.effective_strides();
+  sub.offset = t.offset + first * sub.strides[0];
+  sub.shape[0] = count;
+  return sub;
+}
+
+}  // namespace
+
+Status Publisher::read_staged(size_t i, uint64_t version, bool from_snapshot,
+                              std::optional<EncodedDelta>* record, bool* wide_changed) {
+  const TensorRef& t = tensors_[i];
+  const size_t es = t.element_size();
+  std::span<uint8_t> snapshot(previous_[i]);
+  std::unique_ptr<DeltaRecorder> recorder;
+  const proto::StepManifest* head = writer_->head_manifest();
+  if (from_snapshot && es != 8 && head != nullptr &&
+      head->tensors_size() == static_cast<int>(tensors_.size()) &&
+      head->tensors(static_cast<int>(i)).name() == t.name) {
+    EncodeOptions e;
+    e.name = t.name;
+    e.dtype = t.dtype;
+    e.base_version = version - 1;
+    e.target_version = version;
+    e.base_checksum = head->tensors(static_cast<int>(i)).checksum();
+    ASSIGN_OR_RETURN(recorder, DeltaRecorder::create(e, t.numel()));
+  }
+  const int64_t rows = t.shape.empty() ? 1 : t.shape[0];
+  const uint64_t row_elements = rows == 0 ? 0 : t.numel() / static_cast<uint64_t>(rows);
+  const int64_t rows_per_piece = static_cast<int64_t>(
+      std::max<uint64_t>(1, kStagedPieceBytes / std::max<uint64_t>(1, row_elements * es)));
+  for (int64_t r = 0; r < rows; r += rows_per_piece) {
+    const int64_t n = std::min(rows_per_piece, rows - r);
+    const TensorRef piece = t.shape.empty() ? t : rows_of(t, r, n);
+    const uint64_t first = static_cast<uint64_t>(r) * row_elements;
+    const uint64_t count = piece.numel();
+    if (staging_.size() < count * es) {
+      ASSIGN_OR_RETURN(staging_, allocate_bytes(count * es, "the publisher's staging of tensor '" +
+                                                                t.name + "'"));
+    }
+    const std::span<uint8_t> staged(staging_.data(), count * es);
+    RETURN_IF_ERROR(gather_tensor(piece, staged));
+    uint8_t* old_bytes = snapshot.data() + first * es;
+    if (recorder) RETURN_IF_ERROR(recorder->record(first, count, old_bytes, staged.data()));
+    if (es == 8 && std::memcmp(old_bytes, staged.data(), staged.size()) != 0) *wide_changed = true;
+    std::memcpy(old_bytes, staged.data(), staged.size());
+  }
+  if (recorder) {
+    ASSIGN_OR_RETURN(EncodedDelta done, recorder->finish());
+    *record = std::move(done);
+  }
+  return ok_status();
+}
+
+}  // namespace weightcast
