@@ -5,6 +5,7 @@
 #include <numeric>
 #include <span>
 
+#include "transport/fs/journal_layout.h"
 #include "transport/tensor_staging.h"
 
 namespace weightcast {
@@ -100,7 +101,10 @@ void copy_view_run(const TensorRef& view, const ElementAddresser& at, uint64_t j
 PublishStep::PublishStep(uint64_t version, std::vector<Hooked> hooked)
     : version_(version), hooked_(std::move(hooked)) {}
 
-PublishStep::~PublishStep() = default;
+PublishStep::~PublishStep() {
+  anchor_.reset();
+  if (!anchor_dir_.empty()) (void)remove_tree(anchor_dir_);  // best effort: a dropped step
+}
 
 StepProgress PublishStep::progress() const {
   StepProgress p;
@@ -186,6 +190,7 @@ Status PublishStep::write_host(Hooked& h, uint64_t first, const TensorRef& live_
     copy_view_run(live_view, at, j, count, const_cast<uint8_t*>(in + j * es), true);
     j += count;
   }
+  if (anchor_) RETURN_IF_ERROR(anchor_->write(h.tensor, first, {in, n * es}));
   return ok_status();
 }
 
@@ -220,6 +225,7 @@ Status PublishStep::write_cuda(Hooked& h, uint64_t first, const TensorRef& live_
     }
     RETURN_IF_ERROR(h.recorder->record(g, count, old_bytes.data(), in));
     RETURN_IF_ERROR(scatter_tensor({in, count * es}, sub(live_view, j, count)));
+    if (anchor_) RETURN_IF_ERROR(anchor_->write(h.tensor, g, {in, count * es}));
     j += count;
   }
   return ok_status();

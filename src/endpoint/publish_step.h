@@ -13,6 +13,11 @@
 // the encoded chunks and, for a chunk written part way, that chunk's old and new bytes: the
 // memory it adds is about the delta, never a copy of the model.
 //
+// On an anchor version (decided when the step begins) each write's new values also go with
+// pwrite into the anchor's shard files at their precomputed offsets (anchor_stream.h); the
+// anchor is moved into the journal when the version is published, with no host copy of the
+// model.
+//
 // At publish the guard recomputes each hooked tensor's checksum from its live bytes and
 // compares it with the checksum the step's writes produced; a tensor changed outside the
 // step, or not wholly written by it, refuses the publication naming the tensor, and nothing
@@ -28,6 +33,7 @@
 #include "codec/delta_recorder.h"
 #include "codec/status.h"
 #include "codec/tensor_ref.h"
+#include "transport/fs/anchor_stream.h"
 
 namespace weightcast {
 
@@ -80,6 +86,9 @@ class PublishStep {
   uint64_t version_ = 0;
   bool force_anchor_ = false;
   std::vector<Hooked> hooked_;
+  // Anchor versions: the shards being written, in anchor_dir_ (removed unless published).
+  std::unique_ptr<StreamingAnchorWriter> anchor_;
+  std::string anchor_dir_;
   mutable std::mutex mu_;
   Status failed_ = ok_status();  // the first write error; sticky
   bool published_ = false;

@@ -80,7 +80,10 @@ Result<std::unique_ptr<Publisher>> Publisher::start(const proto::GroupConfig& co
   journal.delta.keep_in_memory = !p->live_.empty();
   journal.delta.before_write = p->options_.before_part_write;
   ASSIGN_OR_RETURN(p->writer_, JournalWriter::open(std::move(journal)));
-  if (p->writer_->head()) p->head_ = p->writer_->head()->version();
+  if (p->writer_->head()) {
+    p->head_ = p->writer_->head()->version();
+    p->head_anchor_ = p->writer_->head()->anchor_version();
+  }
 
   RankLinkOptions link;
   link.rank = p->options_.rank;
@@ -279,7 +282,7 @@ Status Publisher::run_job(PublishJob& job) {
         if (!read.ok()) return read.with_context("version " + std::to_string(job.version));
         continue;
       }
-      if (!anchor) continue;
+      if (!anchor || (job.step && job.step->anchor_)) continue;
       auto copy = allocate_bytes(t.numel() * t.element_size(),
                                  "the anchor's copy of hooked tensor '" + t.name + "'");
       if (!copy.ok()) return copy.status().with_context("version " + std::to_string(job.version));
@@ -319,7 +322,11 @@ Status Publisher::run_job(PublishJob& job) {
   }
   // A changed 8-byte staged tensor has no record and its snapshot already holds it: the
   // version is an anchor without a delta.
-  const SnapshotAdvance advance{snapshot, reads_done, encoded, !from_head || wide_changed};
+  SnapshotAdvance advance{snapshot, reads_done, encoded, !from_head || wide_changed, {}};
+  if (job.step && job.step->anchor_) {
+    Status streamed = stream_snapshot_tensors(*job.step, current, &advance);
+    if (!streamed.ok()) return streamed.with_context("version " + std::to_string(job.version));
+  }
   auto published = writer_->publish(job.version, current, previous, job.force_anchor, &advance);
   reads_done();  // also when the publish failed before it read everything
   if (!published.ok()) return published.status();
@@ -369,6 +376,7 @@ Status Publisher::run_job(PublishJob& job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     head_ = job.version;
+    if (report.anchor) head_anchor_ = job.version;
     uncommitted_.insert(job.version);
   }
   if (options_.before_offer) options_.before_offer(job.version);
@@ -405,6 +413,7 @@ void Publisher::worker() {
       // A later queued version follows the last good one (as an anchor when not consecutive).
       std::lock_guard<std::mutex> lock(mu_);
       queue_.pop_front();
+      cv_.notify_all();  // begin_step of an anchor version waits for an empty queue
     }
     std::lock_guard<std::mutex> lock(job->mu);
     job->status = status;

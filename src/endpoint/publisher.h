@@ -154,6 +154,13 @@ class Publisher {
                     bool* from_head);
   Result<uint64_t> live_checksum(size_t tensor) const;
   bool any_hooked() const;
+  // Whether the step of `version` is an anchor whatever its writes (waits for the queued
+  // publications first, as the journal's state decides it); opens its streamed anchor then.
+  Status open_streamed_anchor(PublishStep& step, bool force_anchor);
+  // Hooked anchor versions: the snapshot tensors' bytes into the streamed anchor, and the
+  // hook that finishes it and moves its files into the journal's staged step.
+  Status stream_snapshot_tensors(PublishStep& step, std::span<const PublishTensor> current,
+                                 SnapshotAdvance* advance);
   void on_message(const proto::Envelope& message);
 
   proto::GroupConfig config_;
@@ -187,6 +194,7 @@ class Publisher {
   std::set<uint64_t> uncommitted_;
   std::optional<uint64_t> committed_;
   std::optional<uint64_t> head_;
+  uint64_t head_anchor_ = 0;  // the journal's latest anchor version (with head_)
   uint64_t last_queued_ = 0;
   bool any_queued_ = false;
   bool stopping_ = false;

@@ -1,11 +1,15 @@
 // The publisher's hooked mode (publish_step.h): opening a step on the live tensors' checksums,
 // queueing it, and the guard that runs on the worker before anything is published.
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "codec/checksum.h"
 #include "codec/cuda_codec.h"
 #include "src/endpoint/publisher.h"
+#include "transport/fs/journal_layout.h"
 
 namespace weightcast {
 
@@ -85,10 +89,85 @@ Result<std::shared_ptr<PublishStep>> Publisher::begin_step(uint64_t version, boo
   }
   std::shared_ptr<PublishStep> step(new PublishStep(version, std::move(hooked)));
   step->force_anchor_ = force_anchor;
+  RETURN_IF_ERROR(open_streamed_anchor(*step, force_anchor));
   std::lock_guard<std::mutex> lock(mu_);
   open_step_ = step;
   open_step_queued_ = false;
   return step;
+}
+
+Status Publisher::open_streamed_anchor(PublishStep& step, bool force_anchor) {
+  const uint64_t version = step.version();
+  const uint64_t every = config_.anchor_every();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    const bool maybe = force_anchor || (!head_ && queue_.empty()) ||
+                       (every > 0 && version - head_anchor_ >= every);
+    if (!maybe || !any_hooked()) return ok_status();
+    // The journal decides: once the queued publications are done, the writer is idle.
+    const auto deadline = std::chrono::steady_clock::now() + options_.credit_timeout;
+    if (!cv_.wait_until(lock, deadline, [&] { return queue_.empty() || stopping_; })) {
+      return deadline_exceeded("version " + std::to_string(version) +
+                               ": the publications before it did not finish within " +
+                               std::to_string(options_.credit_timeout.count()) + " ms");
+    }
+  }
+  std::vector<PublishTensor> specs;
+  std::vector<SafetensorsTensorSpec> anchor_specs;
+  for (const auto& t : tensors_) {
+    specs.push_back({t.name, t.dtype, t.shape, {}});
+    anchor_specs.push_back({t.name, t.dtype, t.shape});
+  }
+  const std::string why = writer_->anchor_reason(version, specs, force_anchor);
+  if (why.empty()) return ok_status();
+  const std::string dir = JournalLayout(config_.journal_root()).staging() + "/stream-" +
+                          JournalLayout::step_dir_name(version);
+  RETURN_IF_ERROR(remove_tree(dir));
+  RETURN_IF_ERROR(make_directories(dir));
+  step.anchor_dir_ = dir;
+  ASSIGN_OR_RETURN(step.anchor_,
+                   StreamingAnchorWriter::open(dir, std::move(anchor_specs), writer_->anchor_options()));
+  if (options_.log) {
+    options_.log("publisher: version " + std::to_string(version) + " is an anchor (" + why +
+                 "): its shards are written during the step, in " + dir);
+  }
+  return ok_status();
+}
+
+Status Publisher::stream_snapshot_tensors(PublishStep& step, std::span<const PublishTensor> current,
+                                          SnapshotAdvance* advance) {
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    if (updates_[i] == TensorUpdates::kSnapshot) {
+      RETURN_IF_ERROR(step.anchor_->write_tensor(i, current[i].bytes));
+    }
+  }
+  advance->anchor_files = [this, &step](const std::string& dir, proto::StepManifest* manifest) {
+    RETURN_IF_ERROR(step.anchor_->finish(manifest));
+    {
+      // The shards hold what the step wrote (the guard proved the live tensors do).
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& h : step.hooked_) {
+        const uint64_t in_files = step.anchor_->checksums()[h.tensor];
+        if (live_checksums_[h.tensor] && *live_checksums_[h.tensor] != in_files) {
+          return data_loss("tensor '" + h.live.name + "': the streamed anchor in " +
+                           step.anchor_dir_ + " has checksum " + std::to_string(in_files) +
+                           ", the step's writes " + std::to_string(*live_checksums_[h.tensor]));
+        }
+      }
+    }
+    std::vector<std::string> files;
+    for (const auto& part : manifest->parts()) files.push_back(part.file());
+    files.push_back(manifest->index_file());
+    for (const auto& f : files) {
+      const std::string from = step.anchor_dir_ + "/" + f, to = dir + "/" + f;
+      if (std::rename(from.c_str(), to.c_str()) != 0) {
+        return io_error("cannot move streamed anchor file '" + from + "' to '" + to +
+                        "': " + std::strerror(errno));
+      }
+    }
+    return ok_status();
+  };
+  return ok_status();
 }
 
 Result<PublishHandle> Publisher::publish_step(std::shared_ptr<PublishStep> step) {

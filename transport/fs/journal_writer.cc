@@ -185,7 +185,7 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
       for (size_t i = 0; i < current.size(); ++i) {
         if (has_record(advance, i)) {
           any_record = true;
-          if (current[i].bytes.size() != tensor_bytes(current[i])) {
+          if (!advance->anchor_files && current[i].bytes.size() != tensor_bytes(current[i])) {
             written = invalid_argument("tensor '" + current[i].name + "': version " +
                                        std::to_string(version) +
                                        " is an anchor and its bytes were not given");
@@ -204,7 +204,7 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
     }
     if (written.ok()) {
       written = write_anchor_step(fresh, advance != nullptr ? from_snapshot : current, &manifest,
-                                  &report);
+                                  &report, advance != nullptr ? &advance->anchor_files : nullptr);
     }
     if (any_record && advance->current_read) advance->current_read();
     if (written.ok()) written = commit_step(layout_, fresh, manifest, options_.before_head);
@@ -236,13 +236,18 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
   return report;
 }
 
-Status JournalWriter::write_anchor_step(const std::string& staged,
-                                        std::span<const PublishTensor> current,
-                                        proto::StepManifest* manifest, PublishReport* report) {
+Status JournalWriter::write_anchor_step(
+    const std::string& staged, std::span<const PublishTensor> current,
+    proto::StepManifest* manifest, PublishReport* report,
+    const std::function<Status(const std::string&, proto::StepManifest*)>* files) {
   manifest->set_kind(proto::STEP_ANCHOR);
   manifest->set_anchor_version(manifest->version());
   manifest->set_base_version(0);
-  RETURN_IF_ERROR(write_anchor(staged, current, options_.anchor, manifest));
+  if (files != nullptr && *files) {
+    RETURN_IF_ERROR((*files)(staged, manifest));
+  } else {
+    RETURN_IF_ERROR(write_anchor(staged, current, options_.anchor, manifest));
+  }
   for (const auto& p : manifest->parts()) report->stored_bytes += p.bytes();
   report->changed_tensors = current.size();
   return ok_status();

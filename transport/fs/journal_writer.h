@@ -81,6 +81,11 @@ struct SnapshotAdvance {
   std::function<void()> current_read;
   std::span<EncodedDelta* const> encoded;
   bool anchor_only = false;
+  // When set, an anchor's files are not written from the tensors: this puts them into `dir`
+  // (a streamed anchor's finished files moved in, anchor_stream.h) and fills the manifest's
+  // parts, extents, tensors and index_file as write_anchor does. current[i]'s bytes are then
+  // not needed for the anchor.
+  std::function<Status(const std::string& dir, proto::StepManifest* manifest)> anchor_files;
 };
 
 class JournalWriter {
@@ -139,8 +144,10 @@ class JournalWriter {
   Result<std::string> delta_refusal(uint64_t version, std::span<const PublishTensor> current,
                                     std::span<const PublishTensor> previous,
                                     const SnapshotAdvance* advance) const;
-  Status write_anchor_step(const std::string& staged, std::span<const PublishTensor> current,
-                           proto::StepManifest* manifest, PublishReport* report);
+  Status write_anchor_step(
+      const std::string& staged, std::span<const PublishTensor> current,
+      proto::StepManifest* manifest, PublishReport* report,
+      const std::function<Status(const std::string&, proto::StepManifest*)>* files = nullptr);
   Status write_delta_step(const std::string& staged, std::span<const PublishTensor> current,
                           std::span<const PublishTensor> previous, proto::StepManifest* manifest,
                           PublishReport* report, std::string* needs_anchor,
