@@ -11,6 +11,9 @@ namespace weightcast {
 Status Publisher::rebuild_previous() {
   // The journal's head, rebuilt (and verified) from its anchor and deltas into the snapshot,
   // when its tensors are the registered ones; otherwise the next version is an anchor.
+  // The catch-up reader writes every tensor; hooked ones have no snapshot to rebuild, so a
+  // publisher with both kinds publishes an anchor first (docs/DECISIONS.md "Hooked mode").
+  if (any_hooked()) return ok_status();
   const proto::StepManifest* manifest = writer_->head_manifest();
   if (manifest == nullptr || manifest->tensors_size() != static_cast<int>(tensors_.size())) {
     return ok_status();
