@@ -104,6 +104,18 @@ Status parse_journal(const Reader& r, const YAML::Node& n, proto::GroupConfig& c
   return ok_status();
 }
 
+// `publisher: {snapshot: host}`: where snapshot mode keeps its copy of CUDA tensors.
+Status parse_publisher(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg) {
+  if (!n.IsDefined()) return ok_status();
+  RETURN_IF_ERROR(r.mapping(n, "publisher", {"snapshot"}));
+  ASSIGN_OR_RETURN(std::string where, r.str_field(n, "publisher", "snapshot", std::string("host")));
+  if (where != "host" && where != "device") {
+    return r.fail("publisher.snapshot", quote(where) + " is not host or device");
+  }
+  cfg.mutable_publisher()->set_snapshot(where);
+  return ok_status();
+}
+
 Status parse_transports(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg) {
   if (!n.IsDefined()) {
     cfg.add_transports("fs");
@@ -302,7 +314,7 @@ Status parse_demo(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg)
 Result<proto::GroupConfig> parse_root(const Reader& r, const YAML::Node& root) {
   RETURN_IF_ERROR(r.mapping(root, "",
                             {"group_id", "coordinator", "journal", "transports", "max_in_flight",
-                             "timeouts", "curve", "ranks", "demo", "ucx", "nccl"}));
+                             "timeouts", "curve", "ranks", "demo", "ucx", "nccl", "publisher"}));
   proto::GroupConfig cfg;
   ASSIGN_OR_RETURN(*cfg.mutable_group_id(), r.str_field(root, "", "group_id"));
   if (!valid_group_id(cfg.group_id())) {
@@ -314,6 +326,7 @@ Result<proto::GroupConfig> parse_root(const Reader& r, const YAML::Node& root) {
   RETURN_IF_ERROR(parse_journal(r, root["journal"], cfg));
   RETURN_IF_ERROR(parse_transports(r, root["transports"], cfg));
   RETURN_IF_ERROR(parse_ucx(r, root["ucx"], cfg));
+  RETURN_IF_ERROR(parse_publisher(r, root["publisher"], cfg));
   RETURN_IF_ERROR(parse_nccl_section(r, root["nccl"], cfg));
   ASSIGN_OR_RETURN(uint64_t in_flight,
                    r.uint_field(root, "", "max_in_flight", kDefaultMaxInFlight, 1, kMaxInFlight));

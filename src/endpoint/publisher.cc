@@ -226,9 +226,23 @@ Status Publisher::allocate_snapshot(uint64_t version) {
   // is encoded (contiguous host tensors, read where they live) or as it is read (the others,
   // through bounded staging: publisher_staged.cc). Hooked tensors have none. A host that
   // cannot hold it fails the version with a Status naming the tensor; the next one retries.
+  const bool on_device = config_.publisher().snapshot() == "device";
+  device_snapshots_.clear();
+  device_snapshots_.resize(tensors_.size());
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const auto& t = tensors_[i];
     const bool hooked = updates_[i] == TensorUpdates::kHooked;
+    if (!hooked && on_device && t.memory == MemoryKind::kCuda && t.is_contiguous() &&
+        t.element_size() != 8) {
+      auto device = DeviceSnapshot::allocate(t);
+      if (!device.ok()) {
+        previous_.clear();
+        return device.status().with_context("version " + std::to_string(version));
+      }
+      device_snapshots_[i] = std::move(*device);
+      previous_.emplace_back();
+      continue;
+    }
     auto prev = allocate_bytes(hooked ? 0 : t.numel() * t.element_size(),
                                "the publisher's copy of tensor '" + t.name + "'");
     if (!prev.ok()) {
@@ -265,8 +279,11 @@ Status Publisher::run_job(PublishJob& job) {
   have_previous_ = false;
   std::vector<PublishTensor> specs;
   for (const auto& t : tensors_) specs.push_back({t.name, t.dtype, t.shape, {}});
-  const bool anchor =
-      !from_head || !writer_->anchor_reason(job.version, specs, job.force_anchor).empty();
+  const bool snapshot_tensors = !std::all_of(updates_.begin(), updates_.end(), [](TensorUpdates u) {
+    return u == TensorUpdates::kHooked;
+  });
+  const bool anchor = !from_head || (snapshot_tensors && !had_previous) ||
+                      !writer_->anchor_reason(job.version, specs, job.force_anchor).empty();
   // Snapshot tensors not readable in place go through staging into the snapshot; an anchor
   // reads hooked tensors not readable in place from a copy made now.
   std::vector<std::vector<uint8_t>> hooked_copies(tensors_.size());
@@ -277,17 +294,21 @@ Status Publisher::run_job(PublishJob& job) {
     for (size_t i = 0; i < tensors_.size(); ++i) {
       const auto& t = tensors_[i];
       if (t.memory != MemoryKind::kCuda && t.is_contiguous()) continue;  // read in place
+      const bool device = device_snapshots_[i] != nullptr;
       if (updates_[i] == TensorUpdates::kSnapshot) {
-        Status read = read_staged(i, job.version, had_previous, &records[i], &wide_changed);
+        Status read = device ? read_device(i, job.version, had_previous, &records[i])
+                             : read_staged(i, job.version, had_previous, &records[i], &wide_changed);
         if (!read.ok()) return read.with_context("version " + std::to_string(job.version));
-        continue;
+        if (!device) continue;
       }
-      if (!anchor || (job.step && job.step->anchor_)) continue;
+      // An anchor reads a device snapshot, and a hooked tensor not in the streamed anchor,
+      // from a host copy made now.
+      if (!anchor || (!device && job.step && job.step->anchor_)) continue;
       auto copy = allocate_bytes(t.numel() * t.element_size(),
-                                 "the anchor's copy of hooked tensor '" + t.name + "'");
+                                 "the anchor's host copy of tensor '" + t.name + "'");
       if (!copy.ok()) return copy.status().with_context("version " + std::to_string(job.version));
       hooked_copies[i] = std::move(*copy);
-      gathered.push_back(t);
+      gathered.push_back(device ? device_snapshots_[i]->view() : t);
       outs.emplace_back(hooked_copies[i]);
     }
     Status read = gather_tensors(gathered, outs, pool_.get());
@@ -298,9 +319,6 @@ Status Publisher::run_job(PublishJob& job) {
   std::vector<PublishTensor> current, previous;
   std::vector<std::span<uint8_t>> snapshot;
   std::vector<EncodedDelta*> encoded(tensors_.size(), nullptr);
-  const bool snapshot_tensors = !std::all_of(updates_.begin(), updates_.end(), [](TensorUpdates u) {
-    return u == TensorUpdates::kHooked;
-  });
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const auto& t = tensors_[i];
     const bool in_place = t.memory != MemoryKind::kCuda && t.is_contiguous();
@@ -318,7 +336,9 @@ Status Publisher::run_job(PublishJob& job) {
       previous.push_back({t.name, t.dtype, t.shape,
                           updates_[i] == TensorUpdates::kHooked ? now : previous_[i]});
     }
-    snapshot.emplace_back(previous_[i]);
+    // A device snapshot's anchor bytes are its host copy.
+    snapshot.emplace_back(device_snapshots_[i] ? std::span<uint8_t>(hooked_copies[i])
+                                               : std::span<uint8_t>(previous_[i]));
   }
   // A changed 8-byte staged tensor has no record and its snapshot already holds it: the
   // version is an anchor without a delta.

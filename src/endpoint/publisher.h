@@ -45,6 +45,7 @@
 #include "src/endpoint/live_path.h"
 #include "src/endpoint/publish_step.h"
 #include "src/endpoint/rank_link.h"
+#include "transport/device_snapshot.h"
 #include "transport/fs/journal_writer.h"
 #include "weightcast/group_config.pb.h"
 
@@ -149,6 +150,9 @@ class Publisher {
   // (publisher_staged.cc): its record when the snapshot held the head version.
   Status read_staged(size_t i, uint64_t version, bool from_snapshot,
                      std::optional<EncodedDelta>* record, bool* wide_changed);
+  // The same for a tensor with a device snapshot: diffed on its GPU, then copied over it.
+  Status read_device(size_t i, uint64_t version, bool from_snapshot,
+                     std::optional<EncodedDelta>* record);
   // Hooked mode (publisher_step.cc): the guard of a step's tensors, then their records.
   Status guard_step(PublishJob& job, std::vector<std::optional<EncodedDelta>>* records,
                     bool* from_head);
@@ -185,6 +189,9 @@ class Publisher {
   // tensors read through staging_, a buffer of a bounded piece). Empty for hooked tensors.
   std::vector<std::vector<uint8_t>> previous_;
   std::vector<uint8_t> staging_;
+  // `publisher.snapshot: device`: the snapshot of contiguous CUDA snapshot tensors of 1-, 2- or
+  // 4-byte elements, in device memory (previous_[i] is then empty). Null for the others.
+  std::vector<std::unique_ptr<DeviceSnapshot>> device_snapshots_;
   bool have_previous_ = false;
   bool first_job_ = true;  // the snapshot is built from the journal's head before first use
 

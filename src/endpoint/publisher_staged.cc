@@ -8,6 +8,7 @@
 #include <string>
 
 #include "codec/allocation.h"
+#include "codec/cuda_codec.h"
 #include "codec/delta_recorder.h"
 #include "src/endpoint/publisher.h"
 #include "transport/tensor_staging.h"
@@ -73,6 +74,24 @@ Status Publisher::read_staged(size_t i, uint64_t version, bool from_snapshot,
     *record = std::move(done);
   }
   return ok_status();
+}
+
+Status Publisher::read_device(size_t i, uint64_t version, bool from_snapshot,
+                              std::optional<EncodedDelta>* record) {
+  DeviceSnapshot& snapshot = *device_snapshots_[i];
+  if (from_snapshot) {
+    // The base checksum is computed from the snapshot, not taken from the manifest, so that a
+    // snapshot that drifted from the head is caught (docs/DECISIONS.md "The publisher's one
+    // copy").
+    EncodeOptions e;
+    e.name = tensors_[i].name;
+    e.dtype = tensors_[i].dtype;
+    e.base_version = version - 1;
+    e.target_version = version;
+    ASSIGN_OR_RETURN(EncodedDelta done, cuda_codec::encode_delta(snapshot.view(), tensors_[i], e));
+    *record = std::move(done);
+  }
+  return snapshot.copy_from_live();
 }
 
 }  // namespace weightcast

@@ -217,5 +217,23 @@ TEST(UcxLivePublisherMemory, ExplicitChoicesAndAuto) {
   EXPECT_EQ(ucx_live_serves_copies(""), !rdma);
 }
 
+// publisher.snapshot: host by default, device when asked; anything else is refused by name.
+TEST(GroupConfig, PublisherSnapshotMemory) {
+  auto absent = parse(kMinimal);
+  ASSERT_TRUE(absent.ok()) << absent.status().to_string();
+  EXPECT_EQ(absent->publisher().snapshot(), "");
+  for (const std::string where : {"host", "device"}) {
+    auto r = parse(kMinimal + "publisher: {snapshot: " + where + "}\n");
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->publisher().snapshot(), where);
+  }
+  auto bad = parse(kMinimal + "publisher: {snapshot: gpu}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("publisher.snapshot"), std::string::npos)
+      << bad.status().to_string();
+  EXPECT_NE(bad.status().message().find("'gpu'"), std::string::npos) << bad.status().to_string();
+  EXPECT_FALSE(parse(kMinimal + "publisher: {snapshots: host}\n").ok());
+}
+
 }  // namespace
 }  // namespace weightcast::group_config_test

@@ -137,8 +137,8 @@ rc=${PIPESTATUS[0]}
 if [[ -x "$BUNDLE/bin/group_tests" ]] && ((rc == 0)); then  # endpoints staging CUDA tensors
   # NcclGroupOnOneGpu: the rank group's NCCL path end to end; it skips (saying why) where NCCL
   # refuses two ranks on one GPU, so it is not counted among the Cuda* tests that must run.
-  echo "==== group_tests --gtest_filter=CudaStaging*:NcclGroupOnOneGpu* (timeout ${TEST_TIMEOUT}s)" | tee -a "$OUT/service_tests.log"
-  timeout --kill-after=10 "$TEST_TIMEOUT" "$BUNDLE/bin/group_tests" --gtest_filter='CudaStaging*:NcclGroupOnOneGpu*' \
+  echo "==== group_tests --gtest_filter=CudaStaging*:CudaDeviceSnapshot*:NcclGroupOnOneGpu* (timeout ${TEST_TIMEOUT}s)" | tee -a "$OUT/service_tests.log"
+  timeout --kill-after=10 "$TEST_TIMEOUT" "$BUNDLE/bin/group_tests" --gtest_filter='CudaStaging*:CudaDeviceSnapshot*:NcclGroupOnOneGpu*' \
     --gtest_output="xml:$XML_DIR/group_tests.xml" 2>&1 | tee -a "$OUT/service_tests.log"
   rc=${PIPESTATUS[0]}
   cat "$XML_DIR/group_tests.xml" >>"$XML_DIR/service_tests.xml" 2>/dev/null
