@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -104,6 +105,11 @@ int main(int argc, char** argv) {
   app.add_option("--ucx-publisher-memory", a.ucx_publisher_memory,
                  "Where the publisher serves ucx reads from: in_place, copy or auto (default)")
       ->check(CLI::IsMember({"auto", "in_place", "copy"}));
+  app.add_option("--publisher-mode", a.publisher_mode,
+                 "How the publisher's trainer hands it each version: snapshot (read at publish) "
+                 "or hooked (written through PublishStep::write)")
+      ->check(CLI::IsMember({"snapshot", "hooked"}))
+      ->capture_default_str();
   app.add_option("--bin", a.bin_dir, "Directory of weightcastd and weightcast")
       ->capture_default_str();
   app.add_option("--timeout-s", timeout_s, "Fail when the run takes longer")
@@ -111,6 +117,11 @@ int main(int argc, char** argv) {
       ->check(number_in<uint32_t>(1, weightcast::cli::kMaxTimeoutS));
   CLI11_PARSE(app, argc, argv);
   if (no_faults) a.late_joiner = a.kill_restart = false;
+  // The trainer's own figures come with the JSON (examples/group_demo_report.h).
+  // Benchmark runs only: the trainer then publishes one version at a time.
+  if (!a.json_out.empty() && no_faults) {
+    a.figures_path = std::filesystem::absolute(a.work_dir + "/publisher_figures.jsonl").string();
+  }
 
   auto group = prepare_demo_group(a);
   if (!group.ok()) {
@@ -243,6 +254,23 @@ int main(int argc, char** argv) {
     by += (by.empty() ? "" : ", ") + std::to_string(n) + " over " + t;
   }
   std::printf("acks by transport: %s\n", by.empty() ? "none" : by.c_str());
+  nlohmann::json steps = publisher_steps_json(a.figures_path);
+  std::vector<double> write_ms, copy_ms, publish_ms;
+  for (const auto& st : steps) {
+    if (st.value("anchor", false)) continue;
+    write_ms.push_back(st.value("write_ms", 0.0));
+    copy_ms.push_back(st.value("plain_copy_ms", 0.0));
+    publish_ms.push_back(st.value("publish_ms", 0.0));
+  }
+  if (!publish_ms.empty()) {
+    std::printf("publisher (%s): delta publish -> published median %.1f ms",
+                a.publisher_mode.c_str(), median(publish_ms));
+    if (a.publisher_mode == "hooked") {
+      std::printf(", write pass median %.1f ms, plain copy of the same values %.1f ms",
+                  median(write_ms), median(copy_ms));
+    }
+    std::printf("\n");
+  }
   nlohmann::json out{{"parameters", a.parameters},
                      {"subscribers", g.subscriber_ranks},
                      {"density", a.density},
@@ -252,7 +280,9 @@ int main(int argc, char** argv) {
                      {"ranks", rank_figures},
                      {"median_delta_ms", median(delta_ms)},
                      {"median_anchor_ms", median(anchor_ms)},
-                     {"acks_by_transport", acks_by_transport}};
+                     {"acks_by_transport", acks_by_transport},
+                     {"publisher_mode", a.publisher_mode},
+                     {"publisher_steps", steps}};
   if (a.baseline && failure.empty()) {
     auto b = measure_full_safetensors_baseline(g.journal_root, a.work_dir);
     if (b.ok()) {

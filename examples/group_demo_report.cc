@@ -45,6 +45,16 @@ uint64_t process_vm_hwm_bytes(uint32_t pid) {
   return 0;
 }
 
+nlohmann::json publisher_steps_json(const std::string& path) {
+  nlohmann::json steps = nlohmann::json::array();
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    auto step = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (step.is_object()) steps.push_back(std::move(step));
+  }
+  return steps;
+}
+
 nlohmann::json ranks_json(const proto::StatusReply& status) {
   const std::string host = this_host();
   nlohmann::json ranks = nlohmann::json::array();

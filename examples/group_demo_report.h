@@ -11,6 +11,10 @@
 //               results: [{rank, result, transport, apply_ms, bytes_read, bytes_written,
 //                          peak_rss_bytes, engine_bytes}]}]   (committed versions, ascending)
 //   ranks: [{rank, role, state, pid, host, vm_hwm_bytes}]
+//   publisher_mode ("snapshot" or "hooked"),
+//   publisher_steps: [{version, mode, anchor, written_bytes, write_ms, plain_copy_ms,
+//                      publish_ms, stored_bytes, trainer_bytes}]   (the demo trainer's own
+//                      figures, src/daemon/demo_trainer.h; empty without --json-out)
 // vm_hwm_bytes is the rank process's peak RSS as the kernel reports it (VmHWM of
 // /proc/<pid>/status), read by the demo just before it stops the ranks; 0 for a rank on
 // another host or one that already exited (the publisher exits after its last commit).
@@ -18,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +32,9 @@ namespace weightcast::demo {
 
 // VmHWM of process `pid` in bytes; 0 when it cannot be read (gone, not ours to read).
 uint64_t process_vm_hwm_bytes(uint32_t pid);
+
+// The lines of the publisher's demo.figures_path file, as an array (empty when there is none).
+nlohmann::json publisher_steps_json(const std::string& path);
 
 // One entry per member of `status`, with vm_hwm_bytes read now for members on this host.
 nlohmann::json ranks_json(const proto::StatusReply& status);

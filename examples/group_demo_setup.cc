@@ -14,6 +14,7 @@ Result<DemoGroup> prepare_demo_group(const DemoArgs& args) {
   // A previous demo's journal and rank state would make this one continue from it.
   fs::remove_all(args.work_dir + "/journal", ec);
   fs::remove_all(g.state_dir, ec);
+  if (!args.figures_path.empty()) fs::remove(args.figures_path, ec);  // appended to per run
   g.subscriber_ranks = args.subscribers + (args.late_joiner ? 1 : 0);
 
   GroupInitOptions o;
@@ -26,6 +27,8 @@ Result<DemoGroup> prepare_demo_group(const DemoArgs& args) {
   o.demo_parameters = args.parameters;
   o.demo_density = args.density;
   o.demo_versions = args.versions;
+  o.demo_publisher_mode = args.publisher_mode;
+  o.demo_figures_path = args.figures_path;
   o.transports = args.transports;
   o.ucx_tls = args.ucx_tls;
   o.ucx_publisher_memory = args.ucx_publisher_memory;

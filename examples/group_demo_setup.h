@@ -31,6 +31,11 @@ struct DemoArgs {
   std::vector<std::string> transports = {"ucx", "fs"};
   std::string ucx_tls;               // empty: UCX chooses (shared memory on one machine)
   std::string ucx_publisher_memory;  // empty: auto (copies on a host without RDMA)
+  // The demo trainer's publisher mode: "snapshot" or "hooked" (src/daemon/demo_trainer.h).
+  std::string publisher_mode = "snapshot";
+  // Where the publisher rank appends its per-version trainer figures (demo.figures_path);
+  // empty: none, and the trainer overlaps each step with the previous publication.
+  std::string figures_path;
 };
 
 struct DemoGroup {

@@ -59,7 +59,15 @@ json summarize_group_run(const json& demo, const CodecReference* codec, const Gr
     if (!v.value("anchor", false)) largest_delta = std::max(largest_delta, u64(v, "stored_bytes"));
   }
   const uint64_t model_bytes = max_version(versions, "publisher_model_bytes");
-  json out{{"largest_delta_bytes", largest_delta}};
+  const std::string mode = demo.value("publisher_mode", "snapshot");
+  // The demo trainer's own figures, by version.
+  std::map<uint64_t, json> steps;
+  uint64_t trainer_bytes = 0;
+  for (const auto& st : demo.value("publisher_steps", json::array())) {
+    steps[u64(st, "version")] = st;
+    trainer_bytes = std::max(trainer_bytes, u64(st, "trainer_bytes"));
+  }
+  json out{{"largest_delta_bytes", largest_delta}, {"publisher_mode", mode}};
   json targets = json::array();
 
   // Per rank: peak RSS and the bytes of its own tensors.
@@ -90,6 +98,20 @@ json summarize_group_run(const json& demo, const CodecReference* codec, const Gr
                {"peak_rss_source", peak_source},
                {"own_bytes", own ? json(own) : json()},
                {"own_bytes_source", own_source}};
+    if (!subscriber) {
+      const bool known = peak != 0 && trainer_bytes != 0 && model_bytes != 0;
+      const json excess =
+          known ? json(static_cast<int64_t>(peak) - static_cast<int64_t>(trainer_bytes)) : json();
+      entry["trainer_bytes"] = trainer_bytes ? json(trainer_bytes) : json();
+      entry["peak_rss_minus_trainer_bytes"] = excess;
+      const double bound =
+          mode == "hooked" ? rss_bound : b.slack * b.publisher_snapshot_factor * model_bytes;
+      json t = target("publisher_rss", excess, bound, "bytes");
+      t["rank"] = rank;
+      if (!known)
+        t["why"] = "the publisher's peak RSS, model bytes or trainer figures were not reported";
+      targets.push_back(std::move(t));
+    }
     if (subscriber) {
       const bool known = peak != 0 && own != 0;
       const json excess =
@@ -141,6 +163,12 @@ json summarize_group_run(const json& demo, const CodecReference* codec, const Gr
                {"encode_apply_ms", f ? json((f->encode_s + f->apply_s) * 1e3) : json()},
                {"ratio", json()},
                {"subscribers", json::array()}};
+    auto st = steps.find(version);
+    for (const char* key : {"publish_ms", "write_ms", "plain_copy_ms"}) {
+      const bool known = st != steps.end() && st->second.contains(key) &&
+                         (mode == "hooked" || std::string(key) == "publish_ms");
+      entry[key] = known ? st->second[key] : json();
+    }
     // The header's rule: every subscriber acked this version and the one before it.
     const bool counted = all_acked(version) && version > 0 && all_acked(version - 1);
     entry["acked_by_all"] = all_acked(version);

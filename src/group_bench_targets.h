@@ -16,6 +16,15 @@
 //                       <= written_factor x changed elements x element size;
 //   all_acked_vs_codec  the median over the delta versions of publish -> all-acked divided
 //                       by the in-process encode + apply of that version <= latency_factor.
+//   publisher_rss       the publisher's peak RSS - the trainer's own bytes (the demo model's
+//                       6 bytes per parameter: fp32 master weights and the bf16 tensors it
+//                       registers, plus a hooked trainer's one-tensor write scratch;
+//                       src/daemon/demo_trainer.h) <= publisher_snapshot_factor x the model's
+//                       bf16 bytes in snapshot mode (the publisher's one snapshot), and
+//                       <= rss_fixed_bytes + rss_delta_factor x the largest delta in hooked
+//                       mode (no snapshot).
+// The targets comparing a hooked run with the snapshot run of the same transport are in
+// src/group_bench_hooked.h.
 // A target that cannot be evaluated (the rank did not report the figure, or no codec
 // reference was measured) has "pass": null and a "why". A 0 in the demo's figures means "not
 // reported" (proto3 scalars), except that a subscriber's engine bytes fall back to the
@@ -24,12 +33,18 @@
 //
 // Schema of the result:
 //   largest_delta_bytes, median_delta_ratio (null without the reference),
+//   publisher_mode ("snapshot" or "hooked"),
 //   ranks: [{rank, role, peak_rss_bytes, peak_rss_source ("ack", "offer", "vm_hwm", "none"),
 //            own_bytes, own_bytes_source ("ack", "offer", "publisher_model_bytes", "none"),
-//            peak_rss_minus_engine_bytes (subscribers only)}],
+//            peak_rss_minus_engine_bytes (subscribers only),
+//            trainer_bytes, peak_rss_minus_trainer_bytes (the publisher; null when the
+//            trainer reported no figures)}],
 //   versions: [{version, kind ("anchor", "delta"), acked_by_all, counted, stored_bytes,
 //               publish_to_all_acked_ms, changed_elements, encode_ms, apply_ms,
 //               encode_apply_ms, ratio (counted deltas, with the reference; else null),
+//               publish_ms, write_ms, plain_copy_ms (the trainer's, null when not reported:
+//               publish() or publish_step() -> published, and in hooked mode the write pass
+//               and a plain copy of the same values),
 //               subscribers: [{rank, result, transport, bytes_written, bytes_read}]}]
 //               (bytes_written, bytes_read: null when not reported),
 //   targets: [{target, rank (per-rank targets), version (bytes_written), measured, bound,
@@ -51,7 +66,10 @@ struct GroupBenchBounds {
   double rss_delta_factor = 2;
   double written_factor = 2;
   double latency_factor = 1.5;
-  double slack = 1;  // multiplies every bound (`--bound-factor`)
+  double publisher_snapshot_factor = 1.05;  // x the model's bf16 bytes
+  double write_copy_factor = 2;             // hooked write pass / plain copy
+  double publish_factor = 0.25;             // hooked publish / snapshot publish
+  double slack = 1;                         // multiplies every bound (`--bound-factor`)
 };
 
 // `demo` is one run's --json-out; `codec` the reference of the same versions, or null.

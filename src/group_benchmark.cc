@@ -15,6 +15,7 @@
 #include <set>
 
 #include "src/control/group_config.h"
+#include "src/group_bench_hooked.h"
 
 extern char** environ;
 
@@ -78,9 +79,11 @@ Result<std::vector<std::string>> transport_flags(const std::string& transport) {
                           "' (fs, ucx or ucx-copy)");
 }
 
-Result<json> run_demo(const GroupBenchConfig& c, const std::string& transport) {
+Result<json> run_demo(const GroupBenchConfig& c, const std::string& transport,
+                      const std::string& mode) {
   ASSIGN_OR_RETURN(std::vector<std::string> extra, transport_flags(transport));
-  const std::string dir = c.work_dir + "/" + transport;
+  const std::string label = transport + (mode == "hooked" ? "-hooked" : "");
+  const std::string dir = c.work_dir + "/" + label;
   const std::string json_path = dir + ".json", log = dir + ".log";
   std::error_code ec;
   std::filesystem::remove(json_path, ec);
@@ -100,9 +103,14 @@ Result<json> run_demo(const GroupBenchConfig& c, const std::string& transport) {
                                 "--timeout-s",
                                 std::to_string(c.timeout_s),
                                 "--json-out",
-                                json_path};
+                                json_path,
+                                "--publisher-mode",
+                                mode};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  if (c.log) c.log("bench group: running the group over " + transport + " (log " + log + ")");
+  if (c.log) {
+    c.log("bench group: running the group over " + transport + ", publisher in " + mode +
+          " mode (log " + log + ")");
+  }
   ASSIGN_OR_RETURN(const int rc, run_logged(argv, log));
   if (rc != 0) {
     return failed_precondition("bench group: the run over " + transport + " failed (exit " +
@@ -115,6 +123,8 @@ Result<json> run_demo(const GroupBenchConfig& c, const std::string& transport) {
   }
   demo["log"] = log;
   demo["demo_json"] = json_path;
+  demo["label"] = label;
+  demo["transport"] = transport;
   return demo;
 }
 
@@ -128,10 +138,25 @@ Result<json> run_group_benchmark(const GroupBenchConfig& c) {
   if (ec) {
     return failed_precondition("bench group: cannot create " + c.work_dir + ": " + ec.message());
   }
+  std::vector<std::string> modes;
+  for (const char* m : {"snapshot", "hooked"}) {
+    for (const auto& given : c.publisher_modes) {
+      if (given != "snapshot" && given != "hooked") {
+        return invalid_argument("bench group: unknown publisher mode '" + given +
+                                "' (snapshot or hooked)");
+      }
+      if (given == m || (given == "hooked" && std::string(m) == "snapshot")) {
+        if (std::find(modes.begin(), modes.end(), m) == modes.end()) modes.push_back(m);
+      }
+    }
+  }
+  if (modes.empty()) return invalid_argument("bench group: no publisher mode to run");
   std::vector<json> demos;
   for (const auto& t : c.transports) {
-    ASSIGN_OR_RETURN(json demo, run_demo(c, t));
-    demos.push_back(std::move(demo));
+    for (const auto& m : modes) {
+      ASSIGN_OR_RETURN(json demo, run_demo(c, t, m));
+      demos.push_back(std::move(demo));
+    }
   }
 
   // The versions the group published, and the model's seed from the config the demo wrote.
@@ -146,15 +171,16 @@ Result<json> run_group_benchmark(const GroupBenchConfig& c) {
   }
   ASSIGN_OR_RETURN(const proto::GroupConfig config,
                    load_group_config(demos.front().value("config", "")));
-  json out{{"parameters", c.parameters},
-           {"density", c.density},
-           {"versions", c.versions},
-           {"subscribers", c.subscribers},
-           {"seed", config.demo().seed()}};
+  json out{{"parameters", c.parameters},   {"density", c.density},
+           {"versions", c.versions},       {"subscribers", c.subscribers},
+           {"seed", config.demo().seed()}, {"publisher_modes", modes}};
   out["bounds"] = {{"rss_fixed_bytes", c.bounds.rss_fixed_bytes},
                    {"rss_delta_factor", c.bounds.rss_delta_factor},
                    {"written_factor", c.bounds.written_factor},
                    {"latency_factor", c.bounds.latency_factor},
+                   {"publisher_snapshot_factor", c.bounds.publisher_snapshot_factor},
+                   {"write_copy_factor", c.bounds.write_copy_factor},
+                   {"publish_factor", c.bounds.publish_factor},
                    {"slack", c.bounds.slack}};
   std::optional<CodecReference> codec;
   out["codec"] = json();
@@ -184,13 +210,24 @@ Result<json> run_group_benchmark(const GroupBenchConfig& c) {
                     {"versions", versions}};
   }
   out["runs"] = json::array();
-  for (size_t i = 0; i < demos.size(); ++i) {
-    json run = summarize_group_run(demos[i], codec ? &*codec : nullptr, c.bounds);
-    run["transport"] = c.transports[i];
-    run["demo_json"] = demos[i]["demo_json"];
-    run["log"] = demos[i]["log"];
-    run["acks_by_transport"] = demos[i].value("acks_by_transport", json::object());
+  for (const auto& d : demos) {
+    json run = summarize_group_run(d, codec ? &*codec : nullptr, c.bounds);
+    run["label"] = d["label"];
+    run["transport"] = d["transport"];
+    run["journal_root"] = d.value("journal_root", "");
+    run["demo_json"] = d["demo_json"];
+    run["log"] = d["log"];
+    run["acks_by_transport"] = d.value("acks_by_transport", json::object());
     out["runs"].push_back(std::move(run));
+  }
+  // Each hooked run next to the snapshot run of its transport (run just before it).
+  for (size_t i = 1; i < out["runs"].size(); ++i) {
+    json& run = out["runs"][i];
+    const json& before = out["runs"][i - 1];
+    if (run["publisher_mode"] == "hooked" && before["publisher_mode"] == "snapshot" &&
+        before["transport"] == run["transport"]) {
+      compare_publisher_modes(before, &run, c.bounds);
+    }
   }
   return out;
 }

@@ -5,17 +5,24 @@
 // (src/group_codec_reference.h) after the runs (so that it does not compete with the ranks for
 // the cores), and puts every run's figures next to its targets (src/group_bench_targets.h).
 //
+// Publisher modes (--publisher-mode, src/daemon/demo_trainer.h): every transport runs once per
+// mode, "snapshot" first; a "hooked" run is compared with the snapshot run of its transport
+// (src/group_bench_hooked.h), which is added when the modes do not list it. A run's label is its
+// transport, with "-hooked" for a hooked run.
+//
 // Transports: "fs" (subscribers read the journal), "ucx" (live over UCX, the publisher serving
 // its own memory in place) and "ucx-copy" (from a shared-memory copy), as
-// bench/run_group_bench.sh. Each run's files go to <work_dir>/<transport>/ (the demo's work
-// directory, emptied of a previous run's journal), <work_dir>/<transport>.json and .log.
+// bench/run_group_bench.sh. Each run's files go to <work_dir>/<label>/ (the demo's work
+// directory, emptied of a previous run's journal), <work_dir>/<label>.json and .log.
 //
-// The result: {parameters, density, versions, subscribers, seed, bounds {rss_fixed_bytes,
-// rss_delta_factor, written_factor, latency_factor, slack}, codec (null without the reference,
-// else {parameters, tensors, threads, versions: [{version, changed_elements, changed_tensors,
-// record_bytes, encode_ms, apply_ms}]}), runs: [{transport, demo_json, log, ...the summary of
-// summarize_group_run}]}. Fails when a run fails (naming its log) or the reference fails;
-// targets never fail it (the caller decides, `--check`).
+// The result: {parameters, density, versions, subscribers, seed, publisher_modes,
+// bounds {rss_fixed_bytes, rss_delta_factor, written_factor, latency_factor,
+// publisher_snapshot_factor, write_copy_factor, publish_factor, slack}, codec (null without the
+// reference, else {parameters, tensors, threads, versions: [{version, changed_elements,
+// changed_tensors, record_bytes, encode_ms, apply_ms}]}), runs: [{label, transport, publisher_mode,
+// journal_root, demo_json, log, ...the summary of summarize_group_run, and for a hooked run
+// modes}]}. Fails when a run fails (naming its log) or the reference fails; targets never fail it
+// (the caller decides, `--check`).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +43,7 @@ struct GroupBenchConfig {
   uint64_t versions = 10;  // after the initial one (the demo's --versions)
   uint32_t subscribers = 1;
   std::vector<std::string> transports = {"fs"};
+  std::vector<std::string> publisher_modes = {"snapshot"};  // "snapshot", "hooked"
   std::string work_dir = "/tmp/weightcast-bench-group";
   std::string demo;           // the weightcast_group_demo executable
   size_t threads = 0;         // the codec reference's (0: all cores, as weightcastd)

@@ -2,6 +2,7 @@
 // JSON, each target as measured / bound with pass or fail. The exit status is 0 when every run
 // succeeded, whatever the targets say; with --check it is 1 when a checked target failed or
 // could not be evaluated (docs/PERFORMANCE.md, "Rank group bench").
+#include <array>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -15,6 +16,12 @@ namespace weightcast::cli {
 namespace {
 
 using nlohmann::json;
+
+// Every target a run can report (src/group_bench_targets.h, src/group_bench_hooked.h).
+constexpr std::array<const char*, 7> kTargets = {
+    "subscriber_rss",          "bytes_written",        "all_acked_vs_codec",
+    "publisher_rss",           "hooked_write_vs_copy", "hooked_publish_vs_snapshot",
+    "hooked_records_identical"};
 
 // Bytes as MiB with `decimals`; "-" for a figure not reported.
 std::string mib(const json& bytes, int decimals = 1) {
@@ -36,21 +43,26 @@ const char* verdict(const json& t) {
 }
 
 void print_run(const json& run) {
-  std::printf("\n== %s (%s)\n", run["transport"].get<std::string>().c_str(),
+  std::printf("\n== %s: %s, publisher in %s mode (%s)\n", run["label"].get<std::string>().c_str(),
+              run["transport"].get<std::string>().c_str(),
+              run["publisher_mode"].get<std::string>().c_str(),
               run["log"].get<std::string>().c_str());
-  std::printf("%5s %-10s %14s %14s %8s %22s\n", "rank", "role", "peak RSS MiB", "own MiB", "source",
-              "peak - engine MiB");
+  std::printf("%5s %-10s %14s %14s %8s %22s %12s %20s\n", "rank", "role", "peak RSS MiB", "own MiB",
+              "source", "peak - engine MiB", "trainer MiB", "peak - trainer MiB");
   for (const auto& r : run["ranks"]) {
-    std::printf("%5u %-10s %14s %14s %8s %22s\n", r["rank"].get<uint32_t>(),
+    const bool publisher = r.contains("trainer_bytes");
+    std::printf("%5u %-10s %14s %14s %8s %22s %12s %20s\n", r["rank"].get<uint32_t>(),
                 r["role"].get<std::string>().c_str(), mib(r["peak_rss_bytes"]).c_str(),
                 mib(r["own_bytes"]).c_str(), r["peak_rss_source"].get<std::string>().c_str(),
                 r.contains("peak_rss_minus_engine_bytes")
                     ? mib(r["peak_rss_minus_engine_bytes"]).c_str()
-                    : "");
+                    : "",
+                publisher ? mib(r["trainer_bytes"]).c_str() : "",
+                publisher ? mib(r["peak_rss_minus_trainer_bytes"]).c_str() : "");
   }
-  std::printf("%8s %7s %6s %11s %11s %11s %12s %10s %12s %7s\n", "version", "kind", "steady",
-              "stored MiB", "written MiB", "read MiB", "all-acked ms", "changed", "enc+apply ms",
-              "ratio");
+  std::printf("%8s %7s %6s %11s %11s %11s %12s %10s %12s %7s %10s %9s %9s\n", "version", "kind",
+              "steady", "stored MiB", "written MiB", "read MiB", "all-acked ms", "changed",
+              "enc+apply ms", "ratio", "publish ms", "write ms", "copy ms");
   for (const auto& v : run["versions"]) {
     // The largest figure over the subscribers.
     json written, read;
@@ -60,13 +72,14 @@ void print_run(const json& run) {
       const json& r = s["bytes_read"];
       if (r.is_number() && (!read.is_number() || r > read)) read = r;
     }
-    std::printf("%8llu %7s %6s %11s %11s %11s %12.1f %10s %12s %7s\n",
-                v["version"].get<unsigned long long>(), v["kind"].get<std::string>().c_str(),
-                v["counted"].get<bool>() ? "yes" : "no", mib(v["stored_bytes"], 3).c_str(),
-                mib(written, 3).c_str(), mib(read, 3).c_str(),
-                v["publish_to_all_acked_ms"].get<double>(),
-                num(v["changed_elements"], "%.0f").c_str(),
-                num(v["encode_apply_ms"], "%.1f").c_str(), num(v["ratio"], "%.2f").c_str());
+    std::printf(
+        "%8llu %7s %6s %11s %11s %11s %12.1f %10s %12s %7s %10s %9s %9s\n",
+        v["version"].get<unsigned long long>(), v["kind"].get<std::string>().c_str(),
+        v["counted"].get<bool>() ? "yes" : "no", mib(v["stored_bytes"], 3).c_str(),
+        mib(written, 3).c_str(), mib(read, 3).c_str(), v["publish_to_all_acked_ms"].get<double>(),
+        num(v["changed_elements"], "%.0f").c_str(), num(v["encode_apply_ms"], "%.1f").c_str(),
+        num(v["ratio"], "%.2f").c_str(), num(v["publish_ms"], "%.1f").c_str(),
+        num(v["write_ms"], "%.1f").c_str(), num(v["plain_copy_ms"], "%.1f").c_str());
   }
   std::printf(
       "(steady: every subscriber acked it and the version before; only those count for the "
@@ -80,8 +93,13 @@ void print_run(const json& run) {
     const std::string measured =
         bytes ? mib(t["measured"], 3) + " MiB" : num(t["measured"], "%.2f");
     const std::string bound = bytes ? mib(t["bound"], 3) + " MiB" : num(t["bound"], "%.2f");
-    std::printf("  %-20s%-10s %14s / %-14s %s%s\n", t["target"].get<std::string>().c_str(),
-                where.c_str(), measured.c_str(), bound.c_str(), verdict(t),
+    // measured / bound as one figure too (how far inside or past the bound).
+    const std::string ratio =
+        t["measured"].is_number() && t["bound"].is_number() && t["bound"].get<double>() > 0
+            ? " (" + num(t["measured"].get<double>() / t["bound"].get<double>(), "%.2f") + "x)"
+            : "";
+    std::printf("  %-27s%-10s %14s / %-14s %s%s%s\n", t["target"].get<std::string>().c_str(),
+                where.c_str(), measured.c_str(), bound.c_str(), verdict(t), ratio.c_str(),
                 t.contains("why") ? (" (" + t["why"].get<std::string>() + ")").c_str() : "");
   }
 }
@@ -93,7 +111,7 @@ void register_bench_group(CLI::App& bench, int& exit_code) {
   auto json_out = std::make_shared<bool>(false);
   auto check = std::make_shared<bool>(false);
   auto checked = std::make_shared<std::vector<std::string>>(
-      std::vector<std::string>{"subscriber_rss", "bytes_written", "all_acked_vs_codec"});
+      std::vector<std::string>(kTargets.begin(), kTargets.end()));
   auto no_reference = std::make_shared<bool>(false);
   cfg->demo = WEIGHTCAST_GROUP_DEMO_PATH;
   auto* g = bench.add_subcommand(
@@ -120,6 +138,14 @@ void register_bench_group(CLI::App& bench, int& exit_code) {
       ->delimiter(',')
       ->check(CLI::IsMember({"fs", "ucx", "ucx-copy"}))
       ->capture_default_str();
+  g->add_option("--publisher-mode", cfg->publisher_modes,
+                "How the publisher's trainer hands over each version, comma-separated: snapshot "
+                "(read at publish, diffed against the publisher's snapshot) or hooked (written "
+                "through PublishStep::write; compared with a snapshot run of the same transport, "
+                "added when not listed)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"snapshot", "hooked"}))
+      ->capture_default_str();
   g->add_option("--work-dir", cfg->work_dir, "Where each run's group, journal, JSON and log go")
       ->capture_default_str();
   g->add_option("--demo", cfg->demo, "The weightcast_group_demo executable")->capture_default_str();
@@ -138,7 +164,7 @@ void register_bench_group(CLI::App& bench, int& exit_code) {
               "Exit 1 when a target of --check-targets fails or cannot be evaluated");
   g->add_option("--check-targets", *checked, "Targets --check enforces, comma-separated")
       ->delimiter(',')
-      ->check(CLI::IsMember({"subscriber_rss", "bytes_written", "all_acked_vs_codec"}))
+      ->check(CLI::IsMember(std::vector<std::string>(kTargets.begin(), kTargets.end())))
       ->capture_default_str();
   g->add_flag("--json", *json_out, "Print one JSON object (default: tables)");
   g->callback([cfg, json_out, check, checked, no_reference, &exit_code] {
@@ -159,9 +185,12 @@ void register_bench_group(CLI::App& bench, int& exit_code) {
     if (*json_out) {
       std::printf("%s\n", r->dump(2).c_str());
     } else {
-      std::printf("rank group: %llu bf16 parameters, density %g, %llu versions, %u subscribers\n",
-                  static_cast<unsigned long long>(cfg->parameters), cfg->density,
-                  static_cast<unsigned long long>(cfg->versions), cfg->subscribers);
+      std::printf(
+          "rank group: %llu bf16 parameters, density %g, %llu versions, %u subscribers, "
+          "publisher modes %s\n",
+          static_cast<unsigned long long>(cfg->parameters), cfg->density,
+          static_cast<unsigned long long>(cfg->versions), cfg->subscribers,
+          (*r)["publisher_modes"].dump().c_str());
       for (const auto& run : (*r)["runs"]) print_run(run);
     }
     exit_code = 0;

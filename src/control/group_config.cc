@@ -287,8 +287,9 @@ Status parse_ranks(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg
 
 Status parse_demo(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg) {
   if (!n.IsDefined()) return ok_status();
-  RETURN_IF_ERROR(
-      r.mapping(n, "demo", {"parameters", "density", "versions", "seed", "step_interval_ms"}));
+  RETURN_IF_ERROR(r.mapping(n, "demo",
+                            {"parameters", "density", "versions", "seed", "step_interval_ms",
+                             "publisher_mode", "figures_path"}));
   auto* d = cfg.mutable_demo();
   ASSIGN_OR_RETURN(uint64_t params, r.uint_field(n, "demo", "parameters", kDefaultDemoParameters,
                                                  kMinDemoParameters, kMaxDemoParameters));
@@ -308,6 +309,16 @@ Status parse_demo(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg)
   d->set_versions(versions);
   d->set_seed(seed);
   d->set_step_interval_ms(static_cast<uint32_t>(step));
+  if (n["publisher_mode"].IsDefined()) {
+    ASSIGN_OR_RETURN(std::string mode, r.str(n["publisher_mode"], "demo.publisher_mode"));
+    if (mode != "snapshot" && mode != "hooked") {
+      return r.fail("demo.publisher_mode", "'" + mode + "' is not snapshot or hooked");
+    }
+    d->set_publisher_mode(mode);
+  }
+  if (n["figures_path"].IsDefined()) {
+    ASSIGN_OR_RETURN(*d->mutable_figures_path(), r.str(n["figures_path"], "demo.figures_path"));
+  }
   return ok_status();
 }
 

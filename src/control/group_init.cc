@@ -97,6 +97,10 @@ Result<GroupInitResult> init_group(const GroupInitOptions& o) {
   if (o.demo_parameters > 0) {
     y << "demo:\n  parameters: " << o.demo_parameters << "\n  density: " << o.demo_density
       << "\n  versions: " << o.demo_versions << "\n  seed: 1\n";
+    if (!o.demo_publisher_mode.empty()) {
+      y << "  publisher_mode: " << o.demo_publisher_mode << "\n";
+    }
+    if (!o.demo_figures_path.empty()) y << "  figures_path: \"" << o.demo_figures_path << "\"\n";
   }
   y << "ranks:\n";
   for (uint32_t r = 0; r < ranks; ++r) {

@@ -34,6 +34,8 @@ struct GroupInitOptions {
   uint64_t demo_parameters = 0;
   double demo_density = 0.01;
   uint64_t demo_versions = 20;
+  std::string demo_publisher_mode;  // demo.publisher_mode when not empty (snapshot, hooked)
+  std::string demo_figures_path;    // demo.figures_path when not empty
   bool overwrite = false;  // replace an existing group.yaml (existing key files are reused)
 };
 

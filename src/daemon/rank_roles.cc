@@ -2,9 +2,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "src/control/coordinator.h"
+#include "src/daemon/demo_trainer.h"
 #include "src/daemon/synthetic_model.h"
 #include "src/endpoint/publisher.h"
 #include "src/endpoint/subscriber.h"
@@ -58,7 +60,19 @@ Status run_publisher_rank(const proto::GroupConfig& config, const DaemonOptions&
           std::to_string(std::chrono::duration<double>(SteadyClock::now() - built).count()) +
           " s to build)");
   ASSIGN_OR_RETURN(std::unique_ptr<Publisher> publisher, Publisher::start(config, po));
-  for (const auto& ref : model.tensor_refs()) RETURN_IF_ERROR(publisher->register_tensor(ref));
+  ASSIGN_OR_RETURN(std::unique_ptr<DemoTrainer> trainer,
+                   DemoTrainer::create(&model, publisher.get(), demo.publisher_mode()));
+  if (trainer->hooked()) say(options, "publisher: the demo trainer writes through hooked steps");
+  // With demo.figures_path the trainer times each version (src/daemon/demo_trainer.h) and
+  // publishes them one at a time: the next version starts once this one is published.
+  std::ofstream figures;
+  if (!demo.figures_path().empty()) {
+    figures.open(demo.figures_path(), std::ios::app);
+    if (!figures)
+      return failed_precondition("cannot open demo.figures_path " + demo.figures_path());
+  }
+  const uint64_t trainer_bytes =
+      model.parameters() * kSyntheticModelBytesPerParameter + trainer->scratch_bytes();
 
   uint64_t next = options.start_version;
   if (auto head = publisher->head()) {
@@ -105,8 +119,38 @@ Status run_publisher_rank(const proto::GroupConfig& config, const DaemonOptions&
     return ok_status();
   };
   for (uint64_t v = next; v <= last && !stopping(options); ++v) {
-    model.fast_forward(v - options.start_version);
-    ASSIGN_OR_RETURN(PublishHandle handle, publisher->publish(v));
+    DemoStepFigures f;
+    if (figures.is_open() && last_handle) {
+      // Credit for v is there before it is timed.
+      const auto deadline =
+          SteadyClock::now() + milliseconds(2 * config.timeouts().ack_timeout_ms() + 10000);
+      Status s = ok_status();
+      do {
+        s = last_handle->wait_committed(SteadyClock::now() + milliseconds(200));
+      } while (s.code() == StatusCode::kDeadlineExceeded && !stopping(options) &&
+               SteadyClock::now() < deadline);
+      if (stopping(options)) break;
+      RETURN_IF_ERROR(s);
+      last_handle.reset();
+    }
+    const auto made = SteadyClock::now();
+    ASSIGN_OR_RETURN(PublishHandle handle, trainer->make_version(v, v - options.start_version, &f));
+    if (figures.is_open()) {
+      const auto queued = SteadyClock::now();
+      auto published = until_published(handle);
+      if (!published.ok() && stopping(options)) break;
+      RETURN_IF_ERROR(published.status());
+      f.publish_s = std::chrono::duration<double>(SteadyClock::now() - queued).count();
+      f.anchor = published->anchor;
+      f.stored_bytes = published->stored_bytes;
+      say(options, "publisher: v" + std::to_string(v) + (f.anchor ? " anchor" : " delta") +
+                       ", made in " +
+                       std::to_string(std::chrono::duration<double>(queued - made).count()) +
+                       " s, published in " + std::to_string(f.publish_s) + " s");
+      figures << demo_figures_line(f, trainer_bytes) << std::endl;
+      last_handle = handle;
+      continue;
+    }
     // The trainer's next step must not start before the publisher has read the weights; it
     // then overlaps with the journal write of this version.
     Status read = until_read(handle);
@@ -116,7 +160,9 @@ Status run_publisher_rank(const proto::GroupConfig& config, const DaemonOptions&
     last_handle = handle;
     if (demo.step_interval_ms()) std::this_thread::sleep_for(milliseconds(demo.step_interval_ms()));
   }
-  if (last_handle && !stopping(options)) RETURN_IF_ERROR(log_published(*last_handle));
+  if (last_handle && !stopping(options) && !figures.is_open()) {
+    RETURN_IF_ERROR(log_published(*last_handle));
+  }
   if (last_handle && !stopping(options)) {
     // Bounded: a group without live subscribers commits at once.
     const auto deadline =

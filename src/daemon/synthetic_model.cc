@@ -1,5 +1,6 @@
 #include "src/daemon/synthetic_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -60,11 +61,24 @@ Result<std::unique_ptr<SyntheticModel>> SyntheticModel::create(uint64_t paramete
 }
 
 void SyntheticModel::fast_forward(uint64_t version) {
-  while (version_ < version) {
-    ++version_;
-    const uint64_t step_seed = seed_ * 1000003 + version_;
-    for (auto& t : tensors_) t.step(lr_ * t.sigma(), step_seed, pool_);
+  while (version_ < version) step_tensors(nullptr, nullptr);
+}
+
+void SyntheticModel::step_tensors(const std::function<void(size_t)>& before,
+                                  const std::function<void(size_t)>& after) {
+  ++version_;
+  const uint64_t step_seed = seed_ * 1000003 + version_;
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    if (before) before(i);
+    tensors_[i].step(lr_ * tensors_[i].sigma(), step_seed, pool_);
+    if (after) after(i);
   }
+}
+
+uint64_t SyntheticModel::largest_tensor_bytes() const {
+  uint64_t best = 0;
+  for (const auto& t : tensors_) best = std::max<uint64_t>(best, t.elements() * sizeof(uint16_t));
+  return best;
 }
 
 std::vector<TensorRef> SyntheticModel::tensor_refs() const {

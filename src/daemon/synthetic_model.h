@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -29,10 +30,18 @@ class SyntheticModel {
 
   // Advances the weights to `version` (0 is the initial weights); never backwards.
   void fast_forward(uint64_t version);
+  // One version (to version() + 1), tensor by tensor: before(i) runs just before tensor i
+  // takes its step and after(i) just after, so that a hooked trainer can keep tensor i's old
+  // values and write the new ones through its publisher (src/daemon/demo_trainer.h). The bytes
+  // are those fast_forward makes.
+  void step_tensors(const std::function<void(size_t)>& before,
+                    const std::function<void(size_t)>& after);
   uint64_t version() const { return version_; }
 
   uint64_t parameters() const { return parameters_; }
   size_t tensor_count() const { return tensors_.size(); }
+  // The bf16 bytes of the largest tensor.
+  uint64_t largest_tensor_bytes() const;
   // Views of the bf16 weights, valid for the model's lifetime (their bytes change on steps).
   std::vector<TensorRef> tensor_refs() const;
 

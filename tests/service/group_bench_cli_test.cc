@@ -38,9 +38,9 @@ std::string work_dir(const std::string& name) {
 TEST(GroupBenchCli, HasHelp) {
   auto r = run_cli("bench group --help");
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  for (const char* option :
-       {"Usage", "--parameters", "--density", "--versions", "--subscribers", "--transports",
-        "--work-dir", "--json", "--check", "--check-targets", "--bound-factor", "268435456"}) {
+  for (const char* option : {"Usage", "--parameters", "--density", "--versions", "--subscribers",
+                             "--transports", "--work-dir", "--json", "--check", "--check-targets",
+                             "--bound-factor", "--publisher-mode", "hooked", "268435456"}) {
     EXPECT_NE(r.output.find(option), std::string::npos) << option << "\n" << r.output;
   }
 }
@@ -92,6 +92,50 @@ TEST(GroupBenchCli, SmallGroupReportsEveryFigure) {
     bool found = false;
     for (const auto& t : run["targets"]) found = found || t["target"] == name;
     EXPECT_TRUE(found) << name << "\n" << run["targets"].dump(2);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Hooked mode at a small size: the snapshot run of the same transport is added, both runs
+// publish the same versions, and their journals hold byte-identical delta parts.
+TEST(GroupBenchCli, HookedRunPublishesTheSnapshotRunsRecords) {
+  const std::string dir = work_dir("hooked");
+  auto r = run_cli(
+      "bench group --parameters 4000000 --versions 4 --transports fs --publisher-mode hooked "
+      "--no-codec-reference --json --check --check-targets hooked_records_identical "
+      "--work-dir " +
+      dir);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = parse_json(r.output);
+  ASSERT_TRUE(j.is_object()) << r.output;
+  EXPECT_EQ(j["publisher_modes"], nlohmann::json({"snapshot", "hooked"}));
+  ASSERT_EQ(j["runs"].size(), 2u);
+  const nlohmann::json& snapshot = j["runs"][0];
+  const nlohmann::json& hooked = j["runs"][1];
+  EXPECT_EQ(snapshot["label"], "fs");
+  EXPECT_EQ(hooked["label"], "fs-hooked");
+  EXPECT_EQ(hooked["publisher_mode"], "hooked");
+  ASSERT_EQ(hooked["versions"].size(), 5u) << hooked.dump(2);
+  for (size_t v = 1; v < 5; ++v) {
+    // The same deltas: the same stored bytes, written in pieces, timed against a plain copy.
+    EXPECT_EQ(hooked["versions"][v]["stored_bytes"], snapshot["versions"][v]["stored_bytes"]);
+    EXPECT_GT(hooked["versions"][v]["write_ms"].get<double>(), 0);
+    EXPECT_GT(hooked["versions"][v]["plain_copy_ms"].get<double>(), 0);
+    EXPECT_GT(hooked["versions"][v]["publish_ms"].get<double>(), 0);
+    EXPECT_GT(snapshot["versions"][v]["publish_ms"].get<double>(), 0);
+  }
+  // Every delta step compared, none differing.
+  EXPECT_EQ(hooked["modes"]["compared_versions"], nlohmann::json({1, 2, 3, 4})) << hooked.dump(2);
+  EXPECT_TRUE(hooked["modes"]["differing_versions"].empty());
+  EXPECT_EQ(j["targets_pass"], true);
+  // The publisher's memory is set against the trainer's own bytes in both runs.
+  for (const auto& run : {snapshot, hooked}) {
+    bool found = false;
+    for (const auto& t : run["targets"]) found = found || t["target"] == "publisher_rss";
+    EXPECT_TRUE(found) << run["targets"].dump(2);
+    for (const auto& rank : run["ranks"]) {
+      if (rank["role"] == "publisher") EXPECT_TRUE(rank["trainer_bytes"].is_number());
+    }
   }
   std::filesystem::remove_all(dir);
 }
