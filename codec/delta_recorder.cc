@@ -13,7 +13,8 @@ Result<std::unique_ptr<DeltaRecorder>> DeltaRecorder::create(const EncodeOptions
                             "': a recorded delta needs the base version's checksum");
   }
   if (options.range_offset != 0) {
-    return invalid_argument("tensor '" + options.name + "': a recorded delta covers the whole tensor");
+    return invalid_argument("tensor '" + options.name +
+                            "': a recorded delta covers the whole tensor");
   }
   ASSIGN_OR_RETURN(DeltaRecordHeader header, delta_header_for(options, elements));
   header.base_checksum = *options.base_checksum;
@@ -93,8 +94,10 @@ Status DeltaRecorder::record_part(uint32_t chunk, uint32_t start, uint32_t lengt
   if (next != p.runs.end() && next->first < start + length) return twice();
   if (next != p.runs.begin() && std::prev(next)->second > start) return twice();
   p.runs.emplace(start, start + length);
-  std::memcpy(p.old_bytes.data() + size_t{start} * elem_size_, old_bytes, size_t{length} * elem_size_);
-  std::memcpy(p.new_bytes.data() + size_t{start} * elem_size_, new_bytes, size_t{length} * elem_size_);
+  std::memcpy(p.old_bytes.data() + size_t{start} * elem_size_, old_bytes,
+              size_t{length} * elem_size_);
+  std::memcpy(p.new_bytes.data() + size_t{start} * elem_size_, new_bytes,
+              size_t{length} * elem_size_);
   p.written += length;
   written_ += length;
   if (p.written < chunk_length) return ok_status();
@@ -142,8 +145,8 @@ Result<EncodedDelta> DeltaRecorder::finish() {
       }
       first += end;
     }
-    return failed_precondition("tensor '" + options_.name + "': " +
-                               std::to_string(elements_ - written_) +
+    return failed_precondition("tensor '" + options_.name +
+                               "': " + std::to_string(elements_ - written_) +
                                " elements never written by the step of version " +
                                std::to_string(options_.target_version) + " (the first is element " +
                                std::to_string(first) + ")");

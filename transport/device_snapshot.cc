@@ -40,7 +40,8 @@ Result<std::unique_ptr<DeviceSnapshot>> DeviceSnapshot::allocate(const TensorRef
     return invalid_argument(what + ": the tensor is not a contiguous CUDA tensor");
   }
   DeviceScope scope(live.device);
-  if (!scope.ok()) return io_error(what + ": cannot select CUDA device " + std::to_string(live.device));
+  if (!scope.ok())
+    return io_error(what + ": cannot select CUDA device " + std::to_string(live.device));
   std::unique_ptr<DeviceSnapshot> s(new DeviceSnapshot());
   const size_t bytes = live.numel() * live.element_size();
   if (bytes > 0) {
@@ -78,7 +79,7 @@ Status DeviceSnapshot::copy_from_live() {
 
 Result<std::unique_ptr<DeviceSnapshot>> DeviceSnapshot::allocate(const TensorRef& live) {
   return failed_precondition("device snapshot of tensor '" + live.name +
-                       "': this build has no CUDA toolkit (WEIGHTCAST_HAVE_CUDA=0)");
+                             "': this build has no CUDA toolkit (WEIGHTCAST_HAVE_CUDA=0)");
 }
 
 DeviceSnapshot::~DeviceSnapshot() = default;

@@ -56,15 +56,16 @@ bool maps_consecutively(const TensorRef& tensor, uint64_t first, const TensorRef
   if (tensor.is_contiguous() && view.is_contiguous()) return true;
   const ElementAddresser at_tensor(tensor), at_view(view);
   const auto inner = [](const TensorRef& t) {
-    return t.shape.empty() ? uint64_t{1} : static_cast<uint64_t>(std::max<int64_t>(1, t.shape.back()));
+    return t.shape.empty() ? uint64_t{1}
+                           : static_cast<uint64_t>(std::max<int64_t>(1, t.shape.back()));
   };
   const auto inner_stride = [](const TensorRef& t) {
     return t.shape.empty() ? int64_t{1} : t.effective_strides().back();
   };
   const uint64_t tensor_row = inner(tensor), view_row = inner(view);
   for (uint64_t j = 0; j < n;) {
-    const uint64_t run = std::min({tensor_row - (first + j) % tensor_row, view_row - j % view_row,
-                                   n - j});
+    const uint64_t run =
+        std::min({tensor_row - (first + j) % tensor_row, view_row - j % view_row, n - j});
     if (at_tensor.offset_of(first + j) != view_offset + at_view.offset_of(j)) return false;
     if (run > 1 && inner_stride(tensor) != inner_stride(view)) return false;
     j += run;
@@ -133,19 +134,19 @@ Status PublishStep::write(const TensorRef& live_view, const TensorRef& new_value
   };
   if (Status valid = live_view.validate(); !valid.ok()) return fail(valid);
   if (new_values.dtype != live_view.dtype || new_values.numel() != live_view.numel()) {
-    return fail(invalid_argument("step of version " + std::to_string(version_) + ": new values '" +
-                                 new_values.name + "' (" + std::string(dtype_name(new_values.dtype)) + ", " +
-                                 std::to_string(new_values.numel()) + " elements) do not match '" +
-                                 live_view.name + "' (" + std::string(dtype_name(live_view.dtype)) + ", " +
-                                 std::to_string(live_view.numel()) + ")"));
+    return fail(invalid_argument(
+        "step of version " + std::to_string(version_) + ": new values '" + new_values.name + "' (" +
+        std::string(dtype_name(new_values.dtype)) + ", " + std::to_string(new_values.numel()) +
+        " elements) do not match '" + live_view.name + "' (" +
+        std::string(dtype_name(live_view.dtype)) + ", " + std::to_string(live_view.numel()) + ")"));
   }
   if (!new_values.is_contiguous()) {
     return fail(invalid_argument("new values '" + new_values.name + "' are not contiguous"));
   }
   for (auto& h : hooked_) {
     const bool cuda = live_view.memory == MemoryKind::kCuda;
-    if ((h.live.memory == MemoryKind::kCuda) != cuda || (cuda && h.live.device != live_view.device) ||
-        h.live.dtype != live_view.dtype) {
+    if ((h.live.memory == MemoryKind::kCuda) != cuda ||
+        (cuda && h.live.device != live_view.device) || h.live.dtype != live_view.dtype) {
       continue;
     }
     const auto es = static_cast<int64_t>(live_view.element_size());
@@ -202,8 +203,8 @@ Status PublishStep::write_cuda(Hooked& h, uint64_t first, const TensorRef& live_
   }
   const size_t es = live_view.element_size();
   const uint64_t n = live_view.numel();
-  const uint64_t piece = std::max<uint64_t>(kPieceElements, kCudaPieceBytes / es / kPieceElements *
-                                                                kPieceElements);
+  const uint64_t piece =
+      std::max<uint64_t>(kPieceElements, kCudaPieceBytes / es / kPieceElements * kPieceElements);
   std::vector<uint8_t> old_bytes, new_bytes;
   const auto sub = [&](const TensorRef& v, uint64_t j, uint64_t count) {
     TensorRef s = TensorRef::contiguous(v.name, v.dtype, v.first_byte() + j * es,

@@ -146,6 +146,9 @@ class Publisher {
   Status wait_for_credit(uint64_t version);
   Status rebuild_previous();
   Status allocate_snapshot(uint64_t version);
+  // Serves and offers a written version (publisher_offer.cc).
+  Status offer_version(PublishJob& job, PublishReport report,
+                       std::chrono::steady_clock::time_point started, uint64_t started_unix);
   // A snapshot tensor not readable where it lives, read through staging into the snapshot
   // (publisher_staged.cc): its record when the snapshot held the head version.
   Status read_staged(size_t i, uint64_t version, bool from_snapshot,

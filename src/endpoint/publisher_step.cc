@@ -125,8 +125,8 @@ Status Publisher::open_streamed_anchor(PublishStep& step, bool force_anchor) {
   RETURN_IF_ERROR(remove_tree(dir));
   RETURN_IF_ERROR(make_directories(dir));
   step.anchor_dir_ = dir;
-  ASSIGN_OR_RETURN(step.anchor_,
-                   StreamingAnchorWriter::open(dir, std::move(anchor_specs), writer_->anchor_options()));
+  ASSIGN_OR_RETURN(step.anchor_, StreamingAnchorWriter::open(dir, std::move(anchor_specs),
+                                                             writer_->anchor_options()));
   if (options_.log) {
     options_.log("publisher: version " + std::to_string(version) + " is an anchor (" + why +
                  "): its shards are written during the step, in " + dir);
@@ -237,8 +237,8 @@ Status Publisher::guard_step(PublishJob& job, std::vector<std::optional<EncodedD
       live_checksums_[h.tensor] = record->header.target_checksum;
       if (*from_head) {
         const auto& before = head->tensors(static_cast<int>(h.tensor));
-        *from_head = before.name() == h.live.name &&
-                     before.checksum() == record->header.base_checksum;
+        *from_head =
+            before.name() == h.live.name && before.checksum() == record->header.base_checksum;
       }
     }
   }

@@ -114,7 +114,7 @@ TEST(DeltaRecorder, PiecesInRandomOrderFromFourThreadsGiveTheSameBytes) {
   ASSERT_TRUE(view.ok()) << view.status().to_string();
   std::vector<uint16_t> engine = v.old_bits;
   auto applied = apply_delta(*view, TensorRef::contiguous("engine", DType::kBF16, engine.data(),
-                                                         static_cast<int64_t>(kElements)));
+                                                          static_cast<int64_t>(kElements)));
   ASSERT_TRUE(applied.ok()) << applied.status().to_string();
   EXPECT_EQ(engine, v.new_bits);
 }

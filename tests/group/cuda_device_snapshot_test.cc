@@ -146,9 +146,10 @@ TEST(CudaDeviceSnapshot, HookedWritesFromDeviceMemoryReachTheEngine) {
       for (int64_t r = 0; r < 4; ++r) {
         for (int64_t c = 0; c < 32; ++c) values.push_back(w.packed[r * 64 + 32 * half + c]);
       }
-      ASSERT_TRUE((*step)->write(refs[half], TensorRef::contiguous("new", DType::kBF16,
-                                                                   values.data(), 128))
-                      .ok());
+      ASSERT_TRUE(
+          (*step)
+              ->write(refs[half], TensorRef::contiguous("new", DType::kBF16, values.data(), 128))
+              .ok());
     }
     auto h = (*p)->publish_step(*step);
     ASSERT_TRUE(h.ok());

@@ -50,8 +50,9 @@ Status write_version(PublishStep& step, Weights& live, uint64_t v) {
     }
   }
   for (const int64_t at : {int64_t{0}, int64_t{500}}) {
-    RETURN_IF_ERROR(step.write(TensorRef::contiguous("vec", DType::kBF16, live.vec.data() + at, 500),
-                               TensorRef::contiguous("new", DType::kBF16, next.vec.data() + at, 500)));
+    RETURN_IF_ERROR(
+        step.write(TensorRef::contiguous("vec", DType::kBF16, live.vec.data() + at, 500),
+                   TensorRef::contiguous("new", DType::kBF16, next.vec.data() + at, 500)));
   }
   return ok_status();
 }
@@ -77,7 +78,8 @@ TEST(HookedAnchor, ShardsAreWrittenDuringTheStepAndOpenInTheSafetensorsPackage) 
   ASSERT_TRUE(p.ok()) << p.status().to_string();
   Weights live;
   live.set(0);
-  for (const auto& r : live.refs()) ASSERT_TRUE((*p)->register_tensor(r, TensorUpdates::kHooked).ok());
+  for (const auto& r : live.refs())
+    ASSERT_TRUE((*p)->register_tensor(r, TensorUpdates::kHooked).ok());
   Weights engine;
   std::vector<std::string> bad;
   auto sub = connect_engine(g, one_thread<SubscriberOptions>(2), engine, bad);
@@ -144,7 +146,8 @@ TEST(HookedAnchor, ShardsAreWrittenDuringTheStepAndOpenInTheSafetensorsPackage) 
     for (uint64_t k = 0; k < r.numel(); ++k) bits.push_back(base[at.offset_of(k)]);
     const std::string file = g.dir() + "/" + r.name + ".bin";
     std::ofstream(file, std::ios::binary)
-        .write(reinterpret_cast<const char*>(bits.data()), static_cast<std::streamsize>(bits.size() * 2));
+        .write(reinterpret_cast<const char*>(bits.data()),
+               static_cast<std::streamsize>(bits.size() * 2));
     list.push_back({{"name", r.name}, {"dtype", "BF16"}, {"shape", r.shape}, {"file", file}});
   }
   std::ofstream(g.dir() + "/tensors.json") << list.dump();

@@ -25,7 +25,7 @@ using std::chrono::seconds;
 
 // What to leave out of a step's writes, and what to do around them.
 struct StepFaults {
-  std::set<std::string> skip;  // tensors not written
+  std::set<std::string> skip;     // tensors not written
   bool bypass_vec_piece = false;  // vec[0, 300) written directly before going through the hook
 };
 
@@ -39,8 +39,8 @@ Status write_version(PublishStep& step, Weights& live, uint64_t v, const StepFau
                                      std::pair<std::string, int64_t>{"packed.right", 32}}) {
     if (faults.skip.count(name) != 0) continue;
     for (int64_t row = 0; row < 4; row += 2) {
-      TensorRef view{name + " rows", DType::kBF16, {2, 32}, {64, 1}, row * 64 + column,
-                     live.packed.data()};
+      TensorRef view{name + " rows", DType::kBF16,      {2, 32},
+                     {64, 1},        row * 64 + column, live.packed.data()};
       std::vector<uint16_t> values;
       for (int64_t r = row; r < row + 2; ++r) {
         for (int64_t c = 0; c < 32; ++c) values.push_back(next.packed[r * 64 + column + c]);
@@ -52,9 +52,9 @@ Status write_version(PublishStep& step, Weights& live, uint64_t v, const StepFau
   if (faults.skip.count("vec") == 0) {
     for (int64_t at = 0; at < 1000; at += 300) {
       const int64_t n = std::min<int64_t>(300, 1000 - at);
-      RETURN_IF_ERROR(step.write(
-          TensorRef::contiguous("vec piece", DType::kBF16, live.vec.data() + at, n),
-          TensorRef::contiguous("new", DType::kBF16, next.vec.data() + at, n)));
+      RETURN_IF_ERROR(
+          step.write(TensorRef::contiguous("vec piece", DType::kBF16, live.vec.data() + at, n),
+                     TensorRef::contiguous("new", DType::kBF16, next.vec.data() + at, n)));
     }
   }
   return ok_status();
@@ -208,8 +208,8 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, HookedGuard,
     ::testing::Values(
         GuardCase{"changed outside the step", {}, true, "packed.right", "changed outside the step"},
-        GuardCase{"never written", {{"packed.right"}, false}, false, "packed.right",
-                  "never written"},
+        GuardCase{
+            "never written", {{"packed.right"}, false}, false, "packed.right", "never written"},
         GuardCase{"went around the hook", {{}, true}, false, "vec", "changed outside the step"}),
     [](const ::testing::TestParamInfo<GuardCase>& info) {
       std::string name;
@@ -242,9 +242,9 @@ TEST(HookedPublisher, HookedAndSnapshotTensorsMixInOneVersion) {
   auto step = t.publisher->begin_step(4);
   ASSERT_TRUE(step.ok());
   std::vector<uint16_t> values(10);
-  Status refused = (*step)->write(
-      TensorRef::contiguous("vec head", DType::kBF16, t.trainer.vec.data(), 10),
-      TensorRef::contiguous("new", DType::kBF16, values.data(), 10));
+  Status refused =
+      (*step)->write(TensorRef::contiguous("vec head", DType::kBF16, t.trainer.vec.data(), 10),
+                     TensorRef::contiguous("new", DType::kBF16, values.data(), 10));
   EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(refused.message().find("no tensor registered as hooked"), std::string::npos);
 }

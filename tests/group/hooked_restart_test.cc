@@ -43,8 +43,9 @@ Status write_all(PublishStep& step, Weights& live, uint64_t v, bool only_packed 
     const ElementAddresser at(news[i]);
     const auto* base = static_cast<const uint16_t*>(news[i].data) + news[i].offset;
     for (uint64_t k = 0; k < news[i].numel(); ++k) values.push_back(base[at.offset_of(k)]);
-    RETURN_IF_ERROR(step.write(refs[i], TensorRef::contiguous("new", DType::kBF16, values.data(),
-                                                              static_cast<int64_t>(values.size()))));
+    RETURN_IF_ERROR(
+        step.write(refs[i], TensorRef::contiguous("new", DType::kBF16, values.data(),
+                                                  static_cast<int64_t>(values.size()))));
   }
   return ok_status();
 }
