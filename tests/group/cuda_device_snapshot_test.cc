@@ -88,11 +88,7 @@ void publish_with_snapshot(const TestGroup& g, const std::string& where) {
     Status committed = h->wait_committed(in(seconds(30)));
     ASSERT_TRUE(committed.ok()) << where << " v" << v << ": " << committed.to_string();
   }
-  ASSERT_TRUE(sub->wait_for_version(4, in(seconds(30))).ok());
-  Weights expect;
-  expect.set(4);
-  EXPECT_EQ(engine.vec, expect.vec) << where;
-  EXPECT_EQ(engine.packed, expect.packed) << where;
+  EXPECT_TRUE(engine_at(*sub, engine, 4));
   EXPECT_TRUE(bad.empty()) << where << ": " << bad.front();
 }
 
@@ -157,11 +153,7 @@ TEST(CudaDeviceSnapshot, HookedWritesFromDeviceMemoryReachTheEngine) {
     ASSERT_TRUE(committed.ok()) << "v" << v << ": " << committed.to_string();
     EXPECT_EQ(live.download(), w.vec) << "v" << v;
   }
-  ASSERT_TRUE(sub->wait_for_version(4, in(seconds(30))).ok());
-  Weights expect;
-  expect.set(4);
-  EXPECT_EQ(engine.vec, expect.vec);
-  EXPECT_EQ(engine.packed, expect.packed);
+  EXPECT_TRUE(engine_at(*sub, engine, 4));
   EXPECT_TRUE(bad.empty()) << bad.front();
 }
 

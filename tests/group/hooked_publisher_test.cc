@@ -128,11 +128,7 @@ TEST(HookedPublisher, StepsReachTheEngineVerifiedAndTheirRecordsAreSnapshotModes
     auto sub = connect_engine(hooked_group, one_thread<SubscriberOptions>(2), engine, bad);
     ASSERT_NE(sub, nullptr);
     for (uint64_t v = 1; v <= 4; ++v) ASSERT_TRUE(t.step(v).ok()) << "version " << v;
-    ASSERT_TRUE(sub->wait_for_version(4, in(seconds(30))).ok());
-    Weights expect;
-    expect.set(4);
-    EXPECT_EQ(engine.packed, expect.packed);
-    EXPECT_EQ(engine.vec, expect.vec);
+    EXPECT_TRUE(engine_at(*sub, engine, 4));
     EXPECT_TRUE(bad.empty()) << bad.front();
     // Snapshot mode of the hooked tensors costs nothing here: it holds no copy of them.
     EXPECT_FALSE(t.publisher->publish(5).ok());
@@ -190,11 +186,7 @@ TEST_P(HookedGuard, RefusesNamingTheTensorPublishesNothingAndTheNextStepPublishe
   // The next correct step publishes (an anchor: the journal holds 2, the live weights did not
   // stay there) and the engine verifies it.
   ASSERT_TRUE(t.step(4).ok());
-  ASSERT_TRUE(sub->wait_for_version(4, in(seconds(30))).ok());
-  Weights expect;
-  expect.set(4);
-  EXPECT_EQ(engine.packed, expect.packed);
-  EXPECT_EQ(engine.vec, expect.vec);
+  EXPECT_TRUE(engine_at(*sub, engine, 4));
   auto v4 = read_manifest_file(JournalLayout(g.journal()).manifest(4));
   ASSERT_TRUE(v4.ok());
   EXPECT_EQ(v4->kind(), proto::STEP_ANCHOR);
@@ -229,11 +221,7 @@ TEST(HookedPublisher, HookedAndSnapshotTensorsMixInOneVersion) {
   for (uint64_t v = 1; v <= 3; ++v) {
     ASSERT_TRUE(t.step(v, StepFaults{{"vec"}, false}).ok()) << "version " << v;
   }
-  ASSERT_TRUE(sub->wait_for_version(3, in(seconds(30))).ok());
-  Weights expect;
-  expect.set(3);
-  EXPECT_EQ(engine.packed, expect.packed);
-  EXPECT_EQ(engine.vec, expect.vec);
+  EXPECT_TRUE(engine_at(*sub, engine, 3));
   EXPECT_TRUE(bad.empty()) << bad.front();
   auto v3 = read_manifest_file(JournalLayout(g.journal()).manifest(3));
   ASSERT_TRUE(v3.ok());

@@ -2,6 +2,8 @@
 // function of its number, and a coordinator thread with the publisher (rank 1) of them.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -98,6 +100,18 @@ inline std::unique_ptr<Subscriber> connect_engine(const TestGroup& g, Subscriber
   }
   if (!(*s)->connect().ok()) return nullptr;
   return std::move(s).value();
+}
+
+// Whether `sub` reaches version v within 30 s with `engine` holding exactly Weights::set(v).
+inline ::testing::AssertionResult engine_at(const Subscriber& sub, const Weights& engine,
+                                            uint64_t v) {
+  const Status reached = sub.wait_for_version(v, in(std::chrono::seconds(30)));
+  if (!reached.ok()) return ::testing::AssertionFailure() << reached.to_string();
+  Weights expect;
+  expect.set(v);
+  if (engine.packed != expect.packed) return ::testing::AssertionFailure() << "packed differs";
+  if (engine.vec != expect.vec) return ::testing::AssertionFailure() << "vec differs";
+  return ::testing::AssertionSuccess();
 }
 
 // The transport `rank` acked `version` with, from the coordinator's status ("" if none).
