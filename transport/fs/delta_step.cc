@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -29,7 +30,12 @@ Status DeltaPartWriter::add_record(proto::TensorState* tensor, std::span<const u
   if (!buffer_.empty() && buffer_.size() + record.size() > options_.part_bytes) {
     RETURN_IF_ERROR(flush_part());
   }
-  if (buffer_.empty()) buffer_.resize(kDeltaFileHeaderBytes);  // filled in by flush_part
+  if (buffer_.empty()) {
+    // The part's capacity once: growing by doubling would copy it (and hold both copies)
+    // every time; pages never written are not resident.
+    buffer_.reserve(std::max<uint64_t>(options_.part_bytes, record.size()) + kDeltaFileHeaderBytes);
+    buffer_.resize(kDeltaFileHeaderBytes);  // filled in by flush_part
+  }
   if (records_in_part_ == kMaxRecordsPerFile) {
     return out_of_range("delta part of " + dir_ + " would hold more than " +
                         std::to_string(kMaxRecordsPerFile) + " records");
