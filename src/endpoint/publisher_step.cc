@@ -209,21 +209,34 @@ Status Publisher::guard_step(PublishJob& job, std::vector<std::optional<EncodedD
     std::lock_guard<std::mutex> lock(step.mu_);
     if (!step.failed_.ok()) return refuse(step.failed_);
   }
-  std::vector<uint64_t> targets;
   for (auto& h : step.hooked_) {
     auto record = h.recorder->finish();
     if (!record.ok()) return refuse(record.status());
     (*records)[h.tensor] = std::move(*record);
   }
-  for (auto& h : step.hooked_) {
-    // The guard: what the live bytes hold is what the step's writes made, nothing else.
+  // The guard: what the live bytes hold is what the step's writes made, nothing else. One
+  // pass over every hooked tensor: the small host ones side by side on the pool, each on one
+  // thread; the large ones (and CUDA ones) one at a time, each spread over the pool.
+  const size_t n = step.hooked_.size();
+  std::vector<Result<uint64_t>> live(n, Result<uint64_t>(uint64_t{0}));
+  std::vector<size_t> small, large;
+  for (size_t k = 0; k < n; ++k) {
+    const TensorRef& t = tensors_[step.hooked_[k].tensor];
+    const bool whole = t.memory == MemoryKind::kCuda || t.numel() * t.element_size() >= (16u << 20);
+    (whole ? large : small).push_back(k);
+  }
+  pool_->parallel_for(small.size(), [&](size_t j) {
+    live[small[j]] = checksum_view(tensors_[step.hooked_[small[j]].tensor], 0, nullptr);
+  });
+  for (const size_t k : large) live[k] = live_checksum(step.hooked_[k].tensor);
+  for (size_t k = 0; k < n; ++k) {
+    const auto& h = step.hooked_[k];
     const uint64_t expected = (*records)[h.tensor]->header.target_checksum;
-    auto live = live_checksum(h.tensor);
-    if (!live.ok()) return refuse(live.status());
-    if (*live != expected) {
+    if (!live[k].ok()) return refuse(live[k].status());
+    if (*live[k] != expected) {
       return refuse(failed_precondition(
           "tensor '" + h.live.name + "' changed outside the step (live checksum " +
-          std::to_string(*live) + ", the step's writes make " + std::to_string(expected) + ")"));
+          std::to_string(*live[k]) + ", the step's writes make " + std::to_string(expected) + ")"));
     }
   }
   // The records describe the journal's head's successor only if the step began from it.
