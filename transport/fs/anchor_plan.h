@@ -1,6 +1,6 @@
-// The layout of an anchor (DESIGN §5 "fs"), fixed before any byte is written: which shard file
-// every tensor goes to, each shard's safetensors header, every tensor's absolute offset, and
-// the extents (header, then slices of at most slice_bytes) the manifest lists. One planning
+// The layout of an anchor (transport/fs/anchor_writer.h), fixed before any byte is written: which
+// shard file every tensor goes to, each shard's safetensors header, every tensor's absolute offset,
+// and the extents (header, then slices of at most slice_bytes) the manifest lists. One planning
 // function for both writers: write_anchor (anchor_writer.h, bytes in hand) and
 // StreamingAnchorWriter (anchor_stream.h, bytes arriving during the optimizer step), so the
 // two produce the same files and the same manifest for the same tensors.

@@ -1,6 +1,6 @@
-// An anchor written while its bytes arrive (DESIGN §5 "fs"): in hooked mode the optimizer step
-// hands over each parameter's new values as they are computed, and they are written with
-// pwrite straight at the offsets the anchor's layout fixes, with no host copy of the model.
+// An anchor written while its bytes arrive (transport/fs/anchor_writer.h): in hooked mode the
+// optimizer step hands over each parameter's new values as they are computed, and they are written
+// with pwrite straight at the offsets the anchor's layout fixes, with no host copy of the model.
 //
 // The layout is plan_anchor's (anchor_plan.h), the one write_anchor uses: for the same tensors
 // and options the files, the index json and the manifest are byte for byte those of
@@ -9,7 +9,7 @@
 // headers and sizes them; write() then puts any element range of any tensor in place, from
 // any thread; finish() refuses unless every byte of every tensor was written, fsyncs the
 // files, reads them back in bounded pieces to compute each extent's XXH3-64 and each tensor's
-// checksum C() (DESIGN §3), writes the index json and fills the manifest.
+// checksum C() (docs/FORMATS.md), writes the index json and fills the manifest.
 //
 // Errors are sticky: after a refused or failed write (a double write, a write past the end, an
 // I/O error) every later write and finish() return that first error, and the directory holds
