@@ -302,15 +302,16 @@ Status JournalWriter::write_delta_step(const std::string& staged,
   } else {
     for (const size_t i : small) encode_one(i, nullptr);
   }
-  for (const size_t i : large) encode_one(i, options_.pool);
-  for (size_t i = 0; i < current.size(); ++i) {
+  // Each record goes into the parts (in tensor order) as soon as it and those before it are
+  // encoded, so the records held at once are those of the small tensors, not the delta.
+  const auto add_tensor = [&](size_t i) -> Status {
     const proto::TensorState& before = head_manifest_.tensors(static_cast<int>(i));
     proto::TensorState* t = manifest->add_tensors();
     t->set_name(before.name());
     t->set_dtype(before.dtype());
     *t->mutable_shape() = before.shape();
     t->set_checksum(before.checksum());
-    if (!encoded[i]) continue;
+    if (!encoded[i]) return ok_status();
     if (!encoded[i]->ok()) return encoded[i]->status();
     EncodedDelta& delta = **encoded[i];
     if (delta.header.base_checksum != before.checksum()) {
@@ -320,14 +321,25 @@ Status JournalWriter::write_delta_step(const std::string& staged,
                                  std::to_string(delta.header.base_checksum) + ", manifest " +
                                  std::to_string(before.checksum()) + ")");
     }
-    if (delta.header.changed == 0) continue;
+    if (delta.header.changed == 0) return ok_status();
     t->set_checksum(delta.header.target_checksum);
     t->set_changed_elements(delta.header.changed);
     RETURN_IF_ERROR(parts.add_record(t, delta.record));
     encoded[i].reset();  // its bytes are in the part now
     ++report->changed_tensors;
     report->changed_elements += delta.header.changed;
+    return ok_status();
+  };
+  size_t added = 0;
+  const auto add_until = [&](size_t end) -> Status {
+    for (; added < end; ++added) RETURN_IF_ERROR(add_tensor(added));
+    return ok_status();
+  };
+  for (const size_t i : large) {
+    encode_one(i, options_.pool);
+    RETURN_IF_ERROR(add_until(i + 1));
   }
+  RETURN_IF_ERROR(add_until(current.size()));
   RETURN_IF_ERROR(parts.finish());
   report->stored_bytes = parts.stored_bytes();
   if (options_.delta.keep_in_memory) report->delta = DeltaInMemory{{}, parts.take_stored_parts()};
