@@ -8,24 +8,13 @@
 #include <map>
 #include <set>
 
+#include "src/group_bench_targets.h"
+#include "transport/fs/journal_layout.h"
+
 namespace weightcast {
 namespace {
 
 using nlohmann::json;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
-
-// A step's directory (transport/fs/journal_layout.h: v plus 20 digits).
-std::string step_dir(const std::string& journal, uint64_t version) {
-  char name[32];
-  std::snprintf(name, sizeof name, "v%020llu", static_cast<unsigned long long>(version));
-  return journal + "/" + name;
-}
 
 // The step's files but MANIFEST, by name; false when the directory cannot be listed.
 bool step_files(const std::string& dir, std::set<std::string>* names) {
@@ -45,16 +34,11 @@ bool same_bytes(const std::string& a, const std::string& b) {
                     std::istreambuf_iterator<char>(fb), std::istreambuf_iterator<char>());
 }
 
-json target(const char* name, json measured, double bound, const char* unit) {
-  json t{{"target", name}, {"measured", measured}, {"bound", bound}, {"unit", unit}};
-  t["pass"] = measured.is_null() ? json() : json(measured.get<double>() <= bound);
-  return t;
-}
-
 }  // namespace
 
 int same_delta_step(const std::string& journal_a, const std::string& journal_b, uint64_t version) {
-  const std::string a = step_dir(journal_a, version), b = step_dir(journal_b, version);
+  const std::string a = JournalLayout(journal_a).step(version),
+                    b = JournalLayout(journal_b).step(version);
   std::error_code ec;
   if (!std::filesystem::is_directory(a, ec) || !std::filesystem::is_directory(b, ec)) return -1;
   std::set<std::string> names_a, names_b;
@@ -94,25 +78,27 @@ void compare_publisher_modes(const json& snapshot, json* hooked, const GroupBenc
     compared.push_back(version);
     if (same == 0) differing.push_back(version);
   }
-  const json write_median = write_ratios.empty() ? json() : json(median(write_ratios));
-  const json publish_median = publish_ratios.empty() ? json() : json(median(publish_ratios));
+  const json write_median = write_ratios.empty() ? json() : json(bench_median(write_ratios));
+  const json publish_median = publish_ratios.empty() ? json() : json(bench_median(publish_ratios));
   (*hooked)["modes"] = {{"compared_with", snapshot.value("label", "")},
                         {"write_vs_copy_median", write_median},
                         {"publish_vs_snapshot_median", publish_median},
                         {"compared_versions", compared},
                         {"differing_versions", differing}};
   json& targets = (*hooked)["targets"];
-  json t = target("hooked_write_vs_copy", write_median, b.slack * b.write_copy_factor, "ratio");
+  json t =
+      bench_target("hooked_write_vs_copy", write_median, b.slack * b.write_copy_factor, "ratio");
   if (write_median.is_null()) t["why"] = "the trainer reported no write pass of a delta version";
   targets.push_back(std::move(t));
-  t = target("hooked_publish_vs_snapshot", publish_median, b.slack * b.publish_factor, "ratio");
+  t = bench_target("hooked_publish_vs_snapshot", publish_median, b.slack * b.publish_factor,
+                   "ratio");
   if (publish_median.is_null()) {
     t["why"] = "no version published as a delta by both runs with the trainer's publish time";
   }
   targets.push_back(std::move(t));
-  t = target("hooked_records_identical",
-             compared.empty() ? json() : json(static_cast<double>(differing.size())), 0,
-             "versions");
+  t = bench_target("hooked_records_identical",
+                   compared.empty() ? json() : json(static_cast<double>(differing.size())), 0,
+                   "versions");
   if (compared.empty()) t["why"] = "neither journal still holds a delta step of the other";
   targets.push_back(std::move(t));
 }

@@ -11,22 +11,9 @@ namespace {
 
 using nlohmann::json;
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
-
 uint64_t u64(const json& j, const char* key) {
   auto it = j.find(key);
   return it == j.end() || !it->is_number() ? 0 : it->get<uint64_t>();
-}
-
-json target(const char* name, json measured, double bound, const char* unit) {
-  json t{{"target", name}, {"measured", measured}, {"bound", bound}, {"unit", unit}};
-  t["pass"] = measured.is_null() ? json() : json(measured.get<double>() <= bound);
-  return t;
 }
 
 // The largest value of `key` over the results of `rank` in every version.
@@ -47,6 +34,19 @@ uint64_t max_version(const json& versions, const char* key) {
 }
 
 }  // namespace
+
+double bench_median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+json bench_target(const char* name, json measured, double bound, const char* unit) {
+  json t{{"target", name}, {"measured", measured}, {"bound", bound}, {"unit", unit}};
+  t["pass"] = measured.is_null() ? json() : json(measured.get<double>() <= bound);
+  return t;
+}
 
 json summarize_group_run(const json& demo, const CodecReference* codec, const GroupBenchBounds& b) {
   const json versions = demo.value("versions", json::array());
@@ -106,7 +106,7 @@ json summarize_group_run(const json& demo, const CodecReference* codec, const Gr
       entry["peak_rss_minus_trainer_bytes"] = excess;
       const double bound =
           mode == "hooked" ? rss_bound : b.slack * b.publisher_snapshot_factor * model_bytes;
-      json t = target("publisher_rss", excess, bound, "bytes");
+      json t = bench_target("publisher_rss", excess, bound, "bytes");
       t["rank"] = rank;
       if (!known)
         t["why"] = "the publisher's peak RSS, model bytes or trainer figures were not reported";
@@ -117,7 +117,7 @@ json summarize_group_run(const json& demo, const CodecReference* codec, const Gr
       const json excess =
           known ? json(static_cast<int64_t>(peak) - static_cast<int64_t>(own)) : json();
       entry["peak_rss_minus_engine_bytes"] = excess;
-      json t = target("subscriber_rss", excess, rss_bound, "bytes");
+      json t = bench_target("subscriber_rss", excess, rss_bound, "bytes");
       t["rank"] = rank;
       if (!known) t["why"] = "the subscriber's peak RSS or engine bytes were not reported";
       targets.push_back(std::move(t));
@@ -187,9 +187,9 @@ json summarize_group_run(const json& demo, const CodecReference* codec, const Gr
                                       {"bytes_read", read ? json(read) : json()}});
       if (anchor || !counted) continue;
       const bool known = written != 0 && f != nullptr;
-      json t = target("bytes_written", known ? json(written) : json(),
-                      f ? b.slack * b.written_factor * f->changed_elements * f->element_bytes : 0,
-                      "bytes");
+      json t = bench_target(
+          "bytes_written", known ? json(written) : json(),
+          f ? b.slack * b.written_factor * f->changed_elements * f->element_bytes : 0, "bytes");
       t["rank"] = r.value("rank", 0u);
       t["version"] = version;
       if (!f) t["bound"] = json();
@@ -206,14 +206,14 @@ json summarize_group_run(const json& demo, const CodecReference* codec, const Gr
     return t.value("target", "") == "bytes_written";
   });
   if (!any_written) {
-    json t = target("bytes_written", json(), 0, "bytes");
+    json t = bench_target("bytes_written", json(), 0, "bytes");
     t["bound"] = json();
     t["why"] = "no delta version acked by every subscriber after the version before it";
     targets.push_back(std::move(t));
   }
-  const json median_ratio = ratios.empty() ? json() : json(median(ratios));
+  const json median_ratio = ratios.empty() ? json() : json(bench_median(ratios));
   out["median_delta_ratio"] = median_ratio;
-  json t = target("all_acked_vs_codec", median_ratio, b.slack * b.latency_factor, "ratio");
+  json t = bench_target("all_acked_vs_codec", median_ratio, b.slack * b.latency_factor, "ratio");
   if (median_ratio.is_null()) {
     t["why"] = "no codec reference, or no delta version acked by every subscriber";
   }

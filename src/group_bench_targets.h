@@ -72,6 +72,12 @@ struct GroupBenchBounds {
   double slack = 1;                         // multiplies every bound (`--bound-factor`)
 };
 
+// The median of `v` (0 when empty), and one target's JSON: {target, measured, bound, unit,
+// pass} (pass null when nothing was measured). Shared by every bench target.
+double bench_median(std::vector<double> v);
+nlohmann::json bench_target(const char* name, nlohmann::json measured, double bound,
+                            const char* unit);
+
 // `demo` is one run's --json-out; `codec` the reference of the same versions, or null.
 nlohmann::json summarize_group_run(const nlohmann::json& demo, const CodecReference* codec,
                                    const GroupBenchBounds& bounds);

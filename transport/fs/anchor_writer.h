@@ -1,14 +1,14 @@
-// Writing an anchor of the filesystem journal (DESIGN §5 "fs"): a full snapshot of every
-// tensor as valid safetensors shards plus a Hugging Face `model.safetensors.index.json`, so
-// that any HF loader can read a step directory as it lies.
+// Writing an anchor of the filesystem journal (docs/FORMATS.md, transport/fs/journal_layout.h): a
+// full snapshot of every tensor as valid safetensors shards plus a Hugging Face
+// `model.safetensors.index.json`, so that any HF loader can read a step directory as it lies.
 //
 // The whole layout (shard files, headers, every tensor's offset) is fixed before the first
 // byte is written (plan_anchor, anchor_plan.h, shared with StreamingAnchorWriter of
 // anchor_stream.h, so both write the same files); a pool of threads then pwrites slices at their
 // offsets, spread round-robin over the files so several files are written at once (one file at a
 // time is much slower on shared filesystems). Integrity data is computed while each slice is in
-// cache: an XXH3-64 per slice (an Extent of the manifest) and each tensor's checksum C() (DESIGN
-// §3).
+// cache: an XXH3-64 per slice (an Extent of the manifest) and each tensor's checksum C()
+// (docs/FORMATS.md).
 #pragma once
 
 #include <cstdint>
