@@ -1,0 +1,101 @@
+"""A rank group on this machine, started from Python: a config on loopback and a coordinator.
+
+    with weightcast.group.LocalGroup(work_dir, subscribers=1) as g:
+        pub = weightcast.Publisher(g.config, g.publisher_rank)
+        sub = weightcast.Subscriber(g.config, g.subscriber_rank(0))
+
+Rank 0 is the coordinator (a ``weightcastd`` process), rank 1 the publisher, ranks 2.. the
+subscribers; the journal is ``<work_dir>/journal``. For tests, examples and single-host
+experiments; a real group writes its config by hand (docs/CONFIG.md).
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+
+def weightcastd_path():
+    """$WEIGHTCASTD, the copy installed in the package (pip install), or weightcastd on PATH."""
+    if os.environ.get("WEIGHTCASTD"):
+        return os.environ["WEIGHTCASTD"]
+    packaged = os.path.join(os.path.dirname(__file__), "bin", "weightcastd")
+    if os.access(packaged, os.X_OK):
+        return packaged
+    found = shutil.which("weightcastd")
+    if found:
+        return found
+    raise FileNotFoundError("weightcastd not found: set WEIGHTCASTD or put it on PATH")
+
+
+def free_loopback_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalGroup:
+    """Writes ``<work_dir>/group.yaml`` and runs its coordinator until ``close()``.
+
+    ``transports``: the config's list in preference order (default ``["fs"]``: the journal).
+    ``timeouts``: overrides of the config's ``timeouts`` map (milliseconds).
+    """
+
+    def __init__(self, work_dir, subscribers=1, *, transports=("fs",), anchor_every=5,
+                 max_in_flight=2, timeouts=None, group_id="python-local", weightcastd=None):
+        os.makedirs(work_dir, exist_ok=True)
+        self.work_dir = os.fspath(work_dir)
+        self.subscribers = subscribers
+        self.config = os.path.join(self.work_dir, "group.yaml")
+        self.journal = os.path.join(self.work_dir, "journal")
+        t = {"heartbeat_ms": 100, "dead_after_ms": 3000, "ack_timeout_ms": 20000}
+        t.update(timeouts or {})
+        lines = [
+            f"group_id: {group_id}",
+            f'coordinator: {{endpoint: "tcp://127.0.0.1:{free_loopback_port()}"}}',
+            f"journal: {{root: journal, anchor_every: {anchor_every}, retain_anchors: 2}}",
+            f"transports: [{', '.join(transports)}]",
+            f"max_in_flight: {max_in_flight}",
+            "timeouts: {" + ", ".join(f"{k}: {v}" for k, v in t.items()) + "}",
+            "ranks:",
+            "  - {rank: 0, role: coordinator}",
+            "  - {rank: 1, role: publisher}",
+        ]
+        lines += [f"  - {{rank: {2 + i}, role: subscriber}}" for i in range(subscribers)]
+        with open(self.config, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        self._log = open(os.path.join(self.work_dir, "coordinator.log"), "wb")
+        self._coordinator = subprocess.Popen(
+            [weightcastd or weightcastd_path(), "--config", self.config, "--rank", "0",
+             "--threads", "1"],
+            stdout=self._log, stderr=subprocess.STDOUT)
+
+    publisher_rank = 1
+
+    def subscriber_rank(self, i):
+        return 2 + i
+
+    def coordinator_log(self):
+        with open(os.path.join(self.work_dir, "coordinator.log"), errors="replace") as f:
+            return f.read()
+
+    def close(self, timeout=10.0):
+        """SIGTERM to the coordinator, SIGKILL if it has not exited within ``timeout`` s."""
+        p = self._coordinator
+        if p.poll() is None:
+            p.terminate()
+            deadline = time.monotonic() + timeout
+            while p.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        self._log.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
