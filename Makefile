@@ -6,18 +6,20 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build pyenv demo demo-delta test test-asan bench fuzz format clean gpu-bundle
+.PHONY: all deps configure build pyenv demo demo-delta demo-python test test-asan bench fuzz format clean gpu-bundle
 
 all: build
 
 deps:
 	@cmake/install_deps.sh
 
-configure: deps
+# After pyenv: CMake builds the Python package (python/) with that environment's nanobind.
+configure: deps pyenv
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DWEIGHTCAST_INTEROP_PYTHON=$(CURDIR)/$(BUILD)/pyenv/bin/python $(CMAKE_ARGS)
 
-# Python with torch (Debian) and safetensors (PyPI) for the interop tests.
+# Python with torch (Debian) and safetensors, nanobind, pytest (PyPI): the interop tests and
+# the Python package (cmake/setup_python_env.sh).
 pyenv: deps
 	@cmake/setup_python_env.sh $(BUILD)/pyenv
 

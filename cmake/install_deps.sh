@@ -17,6 +17,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev   # command line and JSON output
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv python3-torch # interop tests: torch.load(weights_only=True) reads our files
+  python3-dev                       # headers of the Python package's extension (python/)
   zlib1g-dev                        # CRC32 of zip entries (torch.save artifacts)
   libzmq3-dev cppzmq-dev libsodium-dev  # control plane (ZeroMQ with CURVE)
   libyaml-cpp-dev libspdlog-dev     # group config, weightcastd logs
