@@ -2,7 +2,9 @@
 // weightcast::weightcast). The public API lives in namespace weightcast::api.
 #pragma once
 
+#include "weightcast/adapter.h"
 #include "weightcast/deadline.h"
+#include "weightcast/journal.h"
 #include "weightcast/publisher.h"
 #include "weightcast/status.h"
 #include "weightcast/step.h"

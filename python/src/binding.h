@@ -1,4 +1,4 @@
-// What the two translation units of weightcast._core (python/src/) share: the exception that
+// What the translation units of weightcast._core (python/src/) share: the exception that
 // carries a Status to Python, tensors taken from DLPack / buffer-protocol objects, and waits
 // that release the GIL and stay interruptible (docs/DECISIONS.md "The Python package").
 //
@@ -17,6 +17,7 @@
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <chrono>
@@ -89,6 +90,7 @@ api::TensorRef tensor_ref(const std::string& name, const AnyArray& array,
 const char* dtype_name(api::DType dtype);
 
 // Module sections, each defined in its own translation unit.
-void bind_endpoints(nb::module_& m);
+void bind_endpoints(nb::module_& m);  // endpoints.cc
+void bind_artifacts(nb::module_& m);  // artifacts.cc: Journal, adapters
 
 }  // namespace weightcast::python

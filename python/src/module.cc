@@ -194,4 +194,5 @@ NB_MODULE(_core, m) {
       nb::arg("name"), nb::arg("array").noconvert(), nb::arg("dtype") = nb::none(),
       "How weightcast sees `array` (dtype, shape, strides in elements, address, memory)");
   wp::bind_endpoints(m);
+  wp::bind_artifacts(m);
 }
