@@ -103,6 +103,8 @@ class Publisher {
   Status wait_committed(uint64_t version, Deadline deadline) const;
   // Whether versions are served on live path `path` ("ucx", "nccl").
   bool serves(std::string_view path) const;
+  // The group's journal root (the config's journal.root resolved against its directory).
+  const std::string& journal_root() const;
 
   // Finishes queued publications, leaves the group and disconnects. Idempotent.
   void stop(const std::string& reason = "publisher stopping");

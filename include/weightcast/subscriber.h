@@ -82,6 +82,9 @@ class Subscriber {
   // The weightcast checksum of registered tensor i at current_version().
   uint64_t checksum(size_t i) const;
   std::vector<TensorRef> tensors() const;
+  // The group's journal root (absolute; the config's journal.root resolved against the config
+  // file's directory), for a reader of the same journal (journal.h).
+  const std::string& journal_root() const;
 
   // Lets an apply in progress finish (it is then acked), leaves the group, disconnects.
   // Idempotent.

@@ -345,6 +345,8 @@ void bind_endpoints(nb::module_& m) {
       .def_prop_ro("committed", [](PyPublisher& p) { return p.get().committed(); })
       .def("wait_committed", &PyPublisher::wait_committed, arg("version"),
            arg("timeout") = nb::none())
+      .def_prop_ro("journal_root",
+                   [](PyPublisher& p) { return std::string(p.get().journal_root()); })
       .def("serves", [](PyPublisher& p, const std::string& path) { return p.get().serves(path); })
       .def("close", &PyPublisher::close, arg("reason") = "publisher closed");
 
@@ -366,6 +368,8 @@ void bind_endpoints(nb::module_& m) {
       .def_prop_ro("fatal_error", [](PySubscriber& s) { return s.get().fatal_error(); })
       .def("checksum", [](PySubscriber& s, size_t i) { return s.get().checksum(i); })
       .def("tensors", &PySubscriber::tensors)
+      .def_prop_ro("journal_root",
+                   [](PySubscriber& s) { return std::string(s.get().journal_root()); })
       .def("close", &PySubscriber::close, arg("reason") = "subscriber closed");
 }
 

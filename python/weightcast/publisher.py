@@ -87,6 +87,7 @@ class Publisher:
     def __init__(self, config, rank, *, threads=0, credit_timeout=None, log=None):
         self._core = _core.Publisher(os.fspath(config), rank, threads, credit_timeout, log)
         self._registry = Registry()
+        self._hooked = []
         _lifetime.track(self)
 
     def register(self, name, tensor, *, hooked=False):
@@ -95,6 +96,8 @@ class Publisher:
         array, dtype = array_and_dtype(tensor)
         self._core.register_tensor(name, array, dtype, hooked)
         self._registry.add(name, tensor)
+        if hooked:
+            self._hooked.append(name)
 
     def register_module(self, module, *, prefix="", hooked=False):
         """Registers a torch module's parameters and buffers under their state-dict names."""
@@ -104,6 +107,11 @@ class Publisher:
     @property
     def names(self):
         return list(self._registry.names)
+
+    @property
+    def hooked_names(self):
+        """The tensors registered with ``hooked=True`` (published only through steps)."""
+        return list(self._hooked)
 
     def publish(self, version, *, force_anchor=False):
         """Queues ``version`` (snapshot mode; returns at once): the registered tensors hold it now."""
@@ -125,6 +133,11 @@ class Publisher:
 
     def wait_committed(self, version, timeout=None):
         self._core.wait_committed(version, timeout)
+
+    @property
+    def journal_root(self):
+        """The group's journal root (for weightcast.journal.open)."""
+        return self._core.journal_root
 
     def serves(self, path):
         """Whether versions are served on live path ``path`` ("ucx", "nccl")."""

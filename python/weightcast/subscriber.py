@@ -132,6 +132,11 @@ class Subscriber:
         return s
 
     @property
+    def journal_root(self):
+        """The group's journal root (for weightcast.journal.open)."""
+        return self._core.journal_root
+
+    @property
     def fatal_error(self):
         """Why the subscriber gave up for good (None while it has not)."""
         return self._core.fatal_error

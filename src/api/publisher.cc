@@ -13,6 +13,7 @@ namespace in = ::weightcast;
 
 struct Publisher::Impl {
   std::unique_ptr<in::Publisher> publisher;
+  std::string journal_root;
 };
 
 struct PublishHandle::Impl {
@@ -125,6 +126,7 @@ Result<std::unique_ptr<Publisher>> Publisher::start(const std::string& config_pa
   if (!started.ok()) return from_internal(started.status());
   auto impl = std::make_unique<Impl>();
   impl->publisher = std::move(started).value();
+  impl->journal_root = config->journal_root();
   return std::unique_ptr<Publisher>(new Publisher(std::move(impl)));
 }
 
@@ -173,6 +175,10 @@ Status Publisher::wait_committed(uint64_t version, Deadline deadline) const {
 
 bool Publisher::serves(std::string_view path) const {
   return impl_->publisher->serves(path);
+}
+
+const std::string& Publisher::journal_root() const {
+  return impl_->journal_root;
 }
 
 void Publisher::stop(const std::string& reason) {

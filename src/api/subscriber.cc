@@ -12,6 +12,7 @@ namespace in = ::weightcast;
 
 struct Subscriber::Impl {
   std::unique_ptr<in::Subscriber> subscriber;
+  std::string journal_root;
 };
 
 Subscriber::Subscriber(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -32,6 +33,7 @@ Result<std::unique_ptr<Subscriber>> Subscriber::create(const std::string& config
   if (!created.ok()) return from_internal(created.status());
   auto impl = std::make_unique<Impl>();
   impl->subscriber = std::move(created).value();
+  impl->journal_root = config->journal_root();
   return std::unique_ptr<Subscriber>(new Subscriber(std::move(impl)));
 }
 
@@ -83,6 +85,10 @@ std::vector<TensorRef> Subscriber::tensors() const {
   std::vector<TensorRef> out;
   for (const auto& t : impl_->subscriber->tensors()) out.push_back(from_internal(t));
   return out;
+}
+
+const std::string& Subscriber::journal_root() const {
+  return impl_->journal_root;
 }
 
 void Subscriber::stop(const std::string& reason) {
