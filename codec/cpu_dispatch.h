@@ -36,4 +36,17 @@ inline bool cpu_has_avx2() {
 #endif
 }
 
+// Whether AVX-512 (F and BW) kernels may run here (asked once); WEIGHTCAST_NO_AVX512 forces the
+// AVX2 ones (and WEIGHTCAST_NO_AVX2 the portable ones), so tests cover every variant.
+inline bool cpu_has_avx512bw() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool has = cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512bw") &&
+                          std::getenv("WEIGHTCAST_NO_AVX512") == nullptr;
+  return has;
+#else
+  return false;
+#endif
+}
+
 }  // namespace weightcast

@@ -22,27 +22,12 @@ void put_chunk_header(std::vector<uint8_t>* out, ChunkMode mode, unsigned value_
   append_le<uint32_t>(out, static_cast<uint32_t>(positions_bytes));
 }
 
-}  // namespace
-
-void encode_chunk(const uint8_t* old_bytes, const uint8_t* new_bytes, uint32_t length, size_t es,
-                  uint64_t global_first, uint32_t allowed_modes, ChunkScratch& scratch,
-                  EncodedChunk* out) {
-  out->bytes.clear();
-  scratch.positions.resize(length);
-  const uint32_t n = scan_changes(old_bytes, new_bytes, length, es, scratch.positions.data());
-  out->changed = n;
-  out->checksum_change = 0;
-  out->mode = ChunkMode::kUnchanged;
-  if (n == 0) return;
+// The chunk's bytes from its n changed positions (scratch.positions) and their values
+// (scratch.values, already computed): the same for encode_chunk and encode_scanned_chunk.
+void encode_changes(const uint8_t* new_bytes, uint32_t length, size_t es, uint32_t n,
+                    uint32_t allowed_modes, ChunkScratch& scratch, EncodedChunk* out) {
   const std::span<const uint32_t> positions(scratch.positions.data(), n);
   const auto w = static_cast<unsigned>(es * 8);
-  scratch.values.resize(n);
-  uint32_t* values = scratch.values.data();
-  out->checksum_change = kernels::dispatch(es, [&]<typename U>() {
-    return kernels::encode_values<U>(old_bytes, new_bytes, positions.data(), n, global_first,
-                                     values);
-  });
-
   const ValuePackingPlan vplan = plan_value_packing(scratch.values, w);
   const RicePlan rice = plan_rice_gaps(positions);
   struct Candidate {
@@ -93,6 +78,46 @@ void encode_chunk(const uint8_t* old_bytes, const uint8_t* new_bytes, uint32_t l
       break;
   }
   if (best->has_values) pack_values(scratch.values, w, vplan, &out->bytes);
+}
+
+}  // namespace
+
+void encode_chunk(const uint8_t* old_bytes, const uint8_t* new_bytes, uint32_t length, size_t es,
+                  uint64_t global_first, uint32_t allowed_modes, ChunkScratch& scratch,
+                  EncodedChunk* out) {
+  out->bytes.clear();
+  scratch.positions.resize(length);
+  const uint32_t n = scan_changes(old_bytes, new_bytes, length, es, scratch.positions.data());
+  out->changed = n;
+  out->checksum_change = 0;
+  out->mode = ChunkMode::kUnchanged;
+  if (n == 0) return;
+  scratch.values.resize(n);
+  const uint32_t* positions = scratch.positions.data();
+  uint32_t* values = scratch.values.data();
+  out->checksum_change = kernels::dispatch(es, [&]<typename U>() {
+    return kernels::encode_values<U>(old_bytes, new_bytes, positions, n, global_first, values);
+  });
+  encode_changes(new_bytes, length, es, n, allowed_modes, scratch, out);
+}
+
+void encode_scanned_chunk(uint32_t n, const uint8_t* new_bytes, uint32_t length, size_t es,
+                          uint64_t global_first, uint32_t allowed_modes, ChunkScratch& scratch,
+                          EncodedChunk* out) {
+  out->bytes.clear();
+  out->changed = n;
+  out->checksum_change = 0;
+  out->mode = ChunkMode::kUnchanged;
+  if (n == 0) return;
+  scratch.values.resize(n);
+  const uint32_t* positions = scratch.positions.data();
+  const uint32_t* old_bits = scratch.old_bits.data();
+  uint32_t* values = scratch.values.data();
+  out->checksum_change = kernels::dispatch(es, [&]<typename U>() {
+    return kernels::encode_scanned_values<U>(old_bits, new_bytes, positions, n, global_first,
+                                             values);
+  });
+  encode_changes(new_bytes, length, es, n, allowed_modes, scratch, out);
 }
 
 Status decode_chunk(std::span<const uint8_t> bytes, uint32_t length, size_t es, DecodedChunk* out,

@@ -58,6 +58,23 @@ uint64_t encode_values(const uint8_t* old_bytes, const uint8_t* new_bytes,
   return sum;
 }
 
+// encode_values from the changed elements' old bits, gathered by the scan (old_bits[k] is
+// the old value at positions[k]), for when the old values are overwritten already.
+template <typename U>
+uint64_t encode_scanned_values(const uint32_t* old_bits, const uint8_t* new_bytes,
+                               const uint32_t* positions, uint32_t n, uint64_t global_first,
+                               uint32_t* values) {
+  constexpr unsigned w = sizeof(U) * 8;
+  uint64_t sum = 0;
+  for (uint32_t k = 0; k < n; ++k) {
+    const auto o = static_cast<U>(old_bits[k]);
+    const U v = load<U>(new_bytes + size_t{positions[k]} * sizeof(U));
+    values[k] = value_from_diff(static_cast<uint32_t>(static_cast<U>(v - o)), w);
+    sum += change_term<U>(global_first + positions[k], o, v);
+  }
+  return sum;
+}
+
 // Adds the decoded differences into a contiguous destination whose element 0 has chunk
 // position `first_pos` (positions outside [first_pos, first_pos + count) are skipped; a shard
 // sees only its part). Returns the checksum change; `applied` counts written elements.

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "codec/change_scan.h"
+
 namespace weightcast {
 
 Result<std::unique_ptr<DeltaRecorder>> DeltaRecorder::create(const EncodeOptions& options,
@@ -55,6 +57,23 @@ void DeltaRecorder::encode(uint32_t chunk, const uint8_t* old_bytes, const uint8
   EncodedChunk& out = chunks_[chunk];
   encode_chunk(old_bytes, new_bytes, header_.chunk_length(chunk), elem_size_, start,
                options_.allowed_modes, scratch, &out);
+  encoded(chunk);
+}
+
+void DeltaRecorder::encode_writing(uint32_t chunk, uint8_t* live, const uint8_t* new_bytes) {
+  thread_local ChunkScratch scratch;
+  const uint32_t length = header_.chunk_length(chunk);
+  scratch.positions.resize(length);
+  scratch.old_bits.resize(length);
+  const uint32_t n = scan_and_copy_changes(live, new_bytes, length, elem_size_,
+                                           scratch.positions.data(), scratch.old_bits.data());
+  encode_scanned_chunk(n, new_bytes, length, elem_size_, uint64_t{header_.chunk_elements} * chunk,
+                       options_.allowed_modes, scratch, &chunks_[chunk]);
+  encoded(chunk);
+}
+
+void DeltaRecorder::encoded(uint32_t chunk) {
+  EncodedChunk& out = chunks_[chunk];
   out.bytes.shrink_to_fit();
   std::lock_guard<std::mutex> lock(mu_);
   state_[chunk] = 3;
@@ -62,20 +81,33 @@ void DeltaRecorder::encode(uint32_t chunk, const uint8_t* old_bytes, const uint8
   checksum_change_ += out.checksum_change;
 }
 
+Status DeltaRecorder::written_twice(uint32_t chunk, uint32_t start, uint32_t length) const {
+  const uint64_t first = uint64_t{header_.chunk_elements} * chunk + start;
+  return invalid_argument("tensor '" + options_.name + "': elements [" + std::to_string(first) +
+                          ", " + std::to_string(first + length) +
+                          ") written twice in one step (version " +
+                          std::to_string(options_.target_version) + ")");
+}
+
+Status DeltaRecorder::check_range(uint64_t first, uint64_t count) const {
+  if (first > elements_ || count > elements_ - first) {
+    return invalid_argument("tensor '" + options_.name + "': write of elements [" +
+                            std::to_string(first) + ", " + std::to_string(first + count) +
+                            ") past its " + std::to_string(elements_) + " elements");
+  }
+  return ok_status();
+}
+
 Status DeltaRecorder::record_part(uint32_t chunk, uint32_t start, uint32_t length,
                                   const uint8_t* old_bytes, const uint8_t* new_bytes) {
   const uint32_t chunk_length = header_.chunk_length(chunk);
-  const auto twice = [&] {
-    const uint64_t first = uint64_t{header_.chunk_elements} * chunk + start;
-    return invalid_argument("tensor '" + options_.name + "': elements [" + std::to_string(first) +
-                            ", " + std::to_string(first + length) +
-                            ") written twice in one step (version " +
-                            std::to_string(options_.target_version) + ")");
-  };
+  const auto twice = [&] { return written_twice(chunk, start, length); };
   std::unique_lock<std::mutex> lock(mu_);
   if (state_[chunk] >= 2) return twice();
   if (start == 0 && length == chunk_length) {
-    // A whole chunk: encoded straight from the caller's bytes, outside the lock.
+    // A whole chunk: encoded straight from the caller's bytes, outside the lock. Any part of
+    // it written before makes this a second write of those elements.
+    if (state_[chunk] == 1) return twice();
     state_[chunk] = 2;
     written_ += length;
     lock.unlock();
@@ -111,11 +143,7 @@ Status DeltaRecorder::record_part(uint32_t chunk, uint32_t start, uint32_t lengt
 
 Status DeltaRecorder::record(uint64_t first, uint64_t count, const uint8_t* old_bytes,
                              const uint8_t* new_bytes) {
-  if (first > elements_ || count > elements_ - first) {
-    return invalid_argument("tensor '" + options_.name + "': write of elements [" +
-                            std::to_string(first) + ", " + std::to_string(first + count) +
-                            ") past its " + std::to_string(elements_) + " elements");
-  }
+  RETURN_IF_ERROR(check_range(first, count));
   const uint64_t ce = header_.chunk_elements;
   uint64_t done = 0;
   while (done < count) {
@@ -126,6 +154,37 @@ Status DeltaRecorder::record(uint64_t first, uint64_t count, const uint8_t* old_
         std::min<uint64_t>(header_.chunk_length(chunk) - start, count - done));
     RETURN_IF_ERROR(record_part(chunk, start, length, old_bytes + done * elem_size_,
                                 new_bytes + done * elem_size_));
+    done += length;
+  }
+  return ok_status();
+}
+
+Status DeltaRecorder::record_write(uint64_t first, uint64_t count, uint8_t* live,
+                                   const uint8_t* new_bytes) {
+  RETURN_IF_ERROR(check_range(first, count));
+  const uint64_t ce = header_.chunk_elements;
+  uint64_t done = 0;
+  while (done < count) {
+    const uint64_t at = first + done;
+    const auto chunk = static_cast<uint32_t>(at / ce);
+    const auto start = static_cast<uint32_t>(at % ce);
+    const uint32_t chunk_length = header_.chunk_length(chunk);
+    const uint32_t length =
+        static_cast<uint32_t>(std::min<uint64_t>(chunk_length - start, count - done));
+    uint8_t* to = live + done * elem_size_;
+    const uint8_t* from = new_bytes + done * elem_size_;
+    if (start == 0 && length == chunk_length) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (state_[chunk] >= 1) return written_twice(chunk, start, length);
+        state_[chunk] = 2;
+        written_ += length;
+      }
+      encode_writing(chunk, to, from);
+    } else {
+      RETURN_IF_ERROR(record_part(chunk, start, length, to, from));
+      std::memcpy(to, from, size_t{length} * elem_size_);
+    }
     done += length;
   }
   return ok_status();

@@ -34,6 +34,13 @@ class DeltaRecorder {
   [[nodiscard]] Status record(uint64_t first, uint64_t count, const uint8_t* old_bytes,
                               const uint8_t* new_bytes);
 
+  // record() fused with the write it precedes: `live` holds elements [first, first + count) of
+  // the tensor (contiguous host bytes, their old values) and receives `new_bytes` over them.
+  // Whole chunks are compared and copied in one pass (scan_and_copy_changes); nothing is
+  // written where the record is refused.
+  [[nodiscard]] Status record_write(uint64_t first, uint64_t count, uint8_t* live,
+                                    const uint8_t* new_bytes);
+
   const std::string& name() const { return options_.name; }
   uint64_t elements() const { return elements_; }
   uint64_t written() const;
@@ -56,6 +63,10 @@ class DeltaRecorder {
     uint32_t written = 0;
   };
   void encode(uint32_t chunk, const uint8_t* old_bytes, const uint8_t* new_bytes);
+  void encode_writing(uint32_t chunk, uint8_t* live, const uint8_t* new_bytes);
+  void encoded(uint32_t chunk);
+  Status check_range(uint64_t first, uint64_t count) const;
+  Status written_twice(uint32_t chunk, uint32_t start, uint32_t length) const;
   Status record_part(uint32_t chunk, uint32_t start, uint32_t length, const uint8_t* old_bytes,
                      const uint8_t* new_bytes);
 

@@ -100,7 +100,24 @@ void copy_view_run(const TensorRef& view, const ElementAddresser& at, uint64_t j
 }  // namespace
 
 PublishStep::PublishStep(uint64_t version, std::vector<Hooked> hooked)
-    : version_(version), hooked_(std::move(hooked)) {}
+    : version_(version), hooked_(std::move(hooked)) {
+  for (size_t i = 0; i < hooked_.size(); ++i) {
+    const TensorRef& t = hooked_[i].live;
+    if (t.numel() == 0) continue;
+    const std::vector<int64_t> strides = t.effective_strides();
+    int64_t low = 0, high = 0;  // element offsets from the first element
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      (strides[d] < 0 ? low : high) += (t.shape[d] - 1) * strides[d];
+    }
+    const auto es = static_cast<int64_t>(t.element_size());
+    const auto first = reinterpret_cast<uintptr_t>(t.first_byte());
+    extents_.push_back({first + low * es, first + (high + 1) * es, i});
+  }
+  std::sort(extents_.begin(), extents_.end(),
+            [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
+  uintptr_t reach = 0;
+  for (const auto& e : extents_) reach_.push_back(reach = std::max(reach, e.end));
+}
 
 PublishStep::~PublishStep() {
   anchor_.reset();
@@ -143,7 +160,14 @@ Status PublishStep::write(const TensorRef& live_view, const TensorRef& new_value
   if (!new_values.is_contiguous()) {
     return fail(invalid_argument("new values '" + new_values.name + "' are not contiguous"));
   }
-  for (auto& h : hooked_) {
+  // The hooked tensors whose bytes span the view's first byte, from the nearest start down
+  // (one, unless registered tensors interleave, as strided views of one packed parameter).
+  const auto at = reinterpret_cast<uintptr_t>(live_view.first_byte());
+  auto it = std::upper_bound(extents_.begin(), extents_.end(), at,
+                             [](uintptr_t a, const Extent& e) { return a < e.begin; });
+  for (size_t k = static_cast<size_t>(it - extents_.begin()); k-- > 0 && reach_[k] > at;) {
+    if (extents_[k].end <= at) continue;
+    Hooked& h = hooked_[extents_[k].hooked];
     const bool cuda = live_view.memory == MemoryKind::kCuda;
     if ((h.live.memory == MemoryKind::kCuda) != cuda ||
         (cuda && h.live.device != live_view.device) || h.live.dtype != live_view.dtype) {
@@ -174,20 +198,20 @@ Status PublishStep::write_host(Hooked& h, uint64_t first, const TensorRef& live_
   const uint64_t n = live_view.numel();
   const ElementAddresser at(live_view);
   const uint8_t* in = new_values.first_byte();
+  if (at.contiguous()) {
+    // Compared and copied in one pass per chunk (DeltaRecorder::record_write).
+    RETURN_IF_ERROR(h.recorder->record_write(first, n, live_view.first_byte(), in));
+    if (anchor_) RETURN_IF_ERROR(anchor_->write(h.tensor, first, {in, n * es}));
+    return ok_status();
+  }
   thread_local std::vector<uint8_t> old_piece;
   for (uint64_t j = 0; j < n;) {
     // Pieces end on delta chunk boundaries of the tensor, so whole chunks encode in place.
     const uint64_t g = first + j;
     const uint64_t count = std::min(kPieceElements - g % kPieceElements, n - j);
-    const uint8_t* old_bytes = nullptr;
-    if (at.contiguous()) {
-      old_bytes = live_view.first_byte() + j * es;
-    } else {
-      old_piece.resize(count * es);
-      copy_view_run(live_view, at, j, count, old_piece.data(), false);
-      old_bytes = old_piece.data();
-    }
-    RETURN_IF_ERROR(h.recorder->record(g, count, old_bytes, in + j * es));
+    old_piece.resize(count * es);
+    copy_view_run(live_view, at, j, count, old_piece.data(), false);
+    RETURN_IF_ERROR(h.recorder->record(g, count, old_piece.data(), in + j * es));
     copy_view_run(live_view, at, j, count, const_cast<uint8_t*>(in + j * es), true);
     j += count;
   }

@@ -86,6 +86,14 @@ class PublishStep {
   uint64_t version_ = 0;
   bool force_anchor_ = false;
   std::vector<Hooked> hooked_;
+  // Where each hooked tensor's elements lie: bytes [begin, end), sorted by begin, and reach_[k]
+  // the largest end among the first k + 1, so that write() finds a view's tensor by address.
+  struct Extent {
+    uintptr_t begin = 0, end = 0;
+    size_t hooked = 0;
+  };
+  std::vector<Extent> extents_;
+  std::vector<uintptr_t> reach_;
   // Anchor versions: the shards being written, in anchor_dir_ (removed unless published).
   std::unique_ptr<StreamingAnchorWriter> anchor_;
   std::string anchor_dir_;

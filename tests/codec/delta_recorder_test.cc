@@ -119,6 +119,45 @@ TEST(DeltaRecorder, PiecesInRandomOrderFromFourThreadsGiveTheSameBytes) {
   EXPECT_EQ(engine, v.new_bits);
 }
 
+TEST(DeltaRecorder, FusedWritesLeaveTheNewValuesAndGiveTheSameBytes) {
+  // record_write compares and copies in one pass (whole chunks) or records then copies (parts
+  // of chunks); pieces from two threads, in an order that splits chunks.
+  const Versions v(12);
+  auto r = recorder_for(v);
+  ASSERT_NE(r, nullptr);
+  std::vector<uint16_t> live = v.old_bits;
+  auto* bytes = reinterpret_cast<uint8_t*>(live.data());
+  const uint64_t split = 2 * kDefaultChunkElements + 1234;
+  std::thread other([&] {
+    EXPECT_TRUE(r->record_write(split, kElements - split, bytes + 2 * split, v.new_at(split)).ok());
+  });
+  EXPECT_TRUE(r->record_write(0, split, bytes, v.new_at(0)).ok());
+  other.join();
+  EXPECT_EQ(live, v.new_bits);
+  auto done = r->finish();
+  ASSERT_TRUE(done.ok()) << done.status().to_string();
+  EXPECT_EQ(done->record, v.expected_record());
+}
+
+TEST(DeltaRecorder, AFusedWriteOverWrittenElementsIsRefusedAndWritesNothing) {
+  const Versions v(13);
+  auto r = recorder_for(v);
+  ASSERT_NE(r, nullptr);
+  std::vector<uint16_t> live = v.old_bits;
+  auto* bytes = reinterpret_cast<uint8_t*>(live.data());
+  const uint64_t c = kDefaultChunkElements;
+  ASSERT_TRUE(r->record_write(c + 10, 5, bytes + 2 * (c + 10), v.new_at(c + 10)).ok());
+  // The whole chunk again: elements c + 10 .. c + 14 would be written twice.
+  const std::vector<uint16_t> kept = live;
+  Status again = r->record_write(c, c, bytes + 2 * c, v.new_at(c));
+  EXPECT_FALSE(again.ok());
+  EXPECT_NE(again.message().find("written twice"), std::string::npos) << again.message();
+  EXPECT_NE(again.message().find(v.options().name), std::string::npos) << again.message();
+  EXPECT_EQ(live, kept) << "a refused write must leave the live bytes as they were";
+  // The same through record(): a whole chunk after a part of it.
+  EXPECT_FALSE(r->record(c, c, v.old_at(c), v.new_at(c)).ok());
+}
+
 TEST(DeltaRecorder, ElementsNeverWrittenAreNamed) {
   const Versions v(4);
   auto r = recorder_for(v);

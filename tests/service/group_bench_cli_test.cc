@@ -67,7 +67,9 @@ TEST(GroupBenchCli, SmallGroupReportsEveryFigure) {
   for (const auto& rank : run["ranks"]) {
     EXPECT_GT(rank["peak_rss_bytes"].get<uint64_t>(), rank["own_bytes"].get<uint64_t>());
     EXPECT_EQ(rank["own_bytes"], run["ranks"][0]["own_bytes"]);  // a subscriber holds the model
-    if (rank["role"] == "subscriber") EXPECT_TRUE(rank.contains("peak_rss_minus_engine_bytes"));
+    if (rank["role"] == "subscriber") {
+      EXPECT_TRUE(rank.contains("peak_rss_minus_engine_bytes"));
+    }
   }
 
   // Versions 0..4, the anchor first; every delta has its in-process reference, whose records
@@ -134,7 +136,9 @@ TEST(GroupBenchCli, HookedRunPublishesTheSnapshotRunsRecords) {
     for (const auto& t : run["targets"]) found = found || t["target"] == "publisher_rss";
     EXPECT_TRUE(found) << run["targets"].dump(2);
     for (const auto& rank : run["ranks"]) {
-      if (rank["role"] == "publisher") EXPECT_TRUE(rank["trainer_bytes"].is_number());
+      if (rank["role"] == "publisher") {
+        EXPECT_TRUE(rank["trainer_bytes"].is_number());
+      }
     }
   }
   std::filesystem::remove_all(dir);

@@ -73,10 +73,12 @@ struct OneCopyPublisher {
       if (have_previous)
         previous.push_back({current[i].name, current[i].dtype, current[i].shape, snapshot[i]});
     }
-    SnapshotAdvance advance{spans, [&] {
-                              ++reads;
-                              for (auto& t : live) std::fill(t.begin(), t.end(), 0x5A);
-                            }};
+    SnapshotAdvance advance;
+    advance.snapshot = spans;
+    advance.current_read = [&] {
+      ++reads;
+      for (auto& t : live) std::fill(t.begin(), t.end(), 0x5A);
+    };
     auto r = writer->publish(version, current, previous, force_anchor, &advance);
     have_previous = r.ok();
     return r;
