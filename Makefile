@@ -32,6 +32,12 @@ build: configure
 demo: build
 	@$(BUILD)/examples/weightcast_group_demo
 
+# The Python package: a small transformer trained with AdamW in one process and served by an
+# engine process through a rank group started from Python (examples/python/train_and_serve.py).
+demo-python: build
+	@PYTHONPATH=$(CURDIR)/$(BUILD)/python WEIGHTCASTD=$(CURDIR)/$(BUILD)/src/weightcastd \
+	  $(BUILD)/pyenv/bin/python examples/python/train_and_serve.py
+
 # The codec alone: Adam-bf16 steps as sparse deltas applied and verified in one process.
 demo-delta: build
 	@$(BUILD)/examples/weightcast_demo
