@@ -213,6 +213,22 @@ Result<std::vector<uint8_t>> read_whole_file(const std::string& path, uint64_t m
   return bytes;
 }
 
+Status pwrite_all(int fd, const std::string& path, std::span<const uint8_t> bytes,
+                  uint64_t offset) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return io_error("cannot write " + std::to_string(bytes.size()) + " bytes to '" + path +
+                      "' at offset " + std::to_string(offset) + ": " +
+                      std::strerror(n == 0 ? EIO : errno));
+    }
+    bytes = bytes.subspan(static_cast<size_t>(n));
+    offset += static_cast<uint64_t>(n);
+  }
+  return ok_status();
+}
+
 Status write_and_sync_file(
     const std::string& path, std::span<const uint8_t> bytes,
     const std::function<Status(const std::string&, uint64_t)>& before_write) {

@@ -66,6 +66,10 @@ class AtomicFileWriter {
   bool committed_ = false;
 };
 
+// pwrite of all of `bytes` at `offset` of the open `fd` (EINTR and short writes retried); an
+// error names `path` and the offset: "cannot write N bytes to 'path' at offset X: <strerror>".
+Status pwrite_all(int fd, const std::string& path, std::span<const uint8_t> bytes, uint64_t offset);
+
 // Writes `bytes` to `path` (created or truncated) and fsyncs it (no rename: for files inside a
 // staging directory). `before_write` is a test hook (injected write failures).
 Status write_and_sync_file(const std::string& path, std::span<const uint8_t> bytes,

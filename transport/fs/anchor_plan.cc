@@ -126,22 +126,6 @@ Status anchor_errno_error(const std::string& what, const std::string& path, uint
                   std::strerror(errno));
 }
 
-Status anchor_pwrite_all(int fd, const std::string& path, std::span<const uint8_t> bytes,
-                         uint64_t offset) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (n == 0) errno = EIO;
-      return anchor_errno_error("cannot write " + std::to_string(bytes.size()) + " bytes to", path,
-                                offset);
-    }
-    bytes = bytes.subspan(static_cast<size_t>(n));
-    offset += static_cast<uint64_t>(n);
-  }
-  return ok_status();
-}
-
 Status write_anchor_index_json(const std::string& dir, std::span<const SafetensorsTensorSpec> specs,
                                const AnchorPlan& plan) {
   nlohmann::json weight_map = nlohmann::json::object();

@@ -13,6 +13,7 @@
 
 #include "codec/safetensors_format.h"
 #include "codec/status.h"
+#include "transport/file_io.h"  // pwrite_all
 #include "transport/fs/anchor_writer.h"
 #include "weightcast/journal.pb.h"
 
@@ -67,11 +68,6 @@ std::vector<size_t> anchor_round_robin_order(const AnchorPlan& plan);
 void fill_anchor_manifest(const AnchorPlan& plan, std::span<const SafetensorsTensorSpec> specs,
                           std::span<const uint64_t> extent_xxh3,
                           std::span<const uint64_t> checksums, proto::StepManifest* manifest);
-
-// pwrite of all of `bytes` at `offset` (EINTR and short writes retried); an error names
-// `path` and the offset: "cannot write N bytes to 'path' at offset X: <strerror>".
-Status anchor_pwrite_all(int fd, const std::string& path, std::span<const uint8_t> bytes,
-                         uint64_t offset);
 
 // io_error "<what> '<path>' at offset <offset>: <strerror(errno)>".
 Status anchor_errno_error(const std::string& what, const std::string& path, uint64_t offset);

@@ -71,7 +71,7 @@ Result<std::unique_ptr<StreamingAnchorWriter>> StreamingAnchorWriter::open(
       RETURN_IF_ERROR(w->options_.before_write(shard.path, 0, header.size())
                           .with_context("writing the header of '" + shard.path + "'"));
     }
-    RETURN_IF_ERROR(anchor_pwrite_all(w->fds_.back(), shard.path, header, 0));
+    RETURN_IF_ERROR(pwrite_all(w->fds_.back(), shard.path, header, 0));
     w->progress_done_ += header.size();
   }
   return w;
@@ -168,7 +168,7 @@ Status StreamingAnchorWriter::write(size_t tensor, uint64_t first_element,
       return fail(s.with_context(context));
     }
   }
-  if (Status s = anchor_pwrite_all(fds_[t.shard], shard.path, bytes, offset); !s.ok()) {
+  if (Status s = pwrite_all(fds_[t.shard], shard.path, bytes, offset); !s.ok()) {
     return fail(s.with_context(context));
   }
   std::lock_guard<std::mutex> lock(mutex_);

@@ -110,7 +110,7 @@ Status write_anchor(const std::string& dir, std::span<const AnchorTensor> tensor
       if (options.before_write) {
         RETURN_IF_ERROR(options.before_write(shard.path, e.offset + at, piece.size()));
       }
-      RETURN_IF_ERROR(anchor_pwrite_all(files.fds[e.shard], shard.path, piece, e.offset + at));
+      RETURN_IF_ERROR(pwrite_all(files.fds[e.shard], shard.path, piece, e.offset + at));
     }
     hashes[index] = XXH3_64bits_digest(state.get());
     if (e.tensor >= 0) checksums[e.tensor].fetch_add(checksum, std::memory_order_relaxed);

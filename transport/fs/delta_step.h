@@ -31,10 +31,18 @@ struct DeltaPartOptions {
 
 // Builds the parts of one delta step inside `dir` (a staging directory) and records them in
 // `manifest`: parts, and for each added tensor changed/part/offset/bytes. Part files are
-// written and fsynced as they fill; the directory is the caller's to fsync.
+// written and fsynced as they fill; the directory is the caller's to fsync. An uncompressed
+// part that is not kept in memory goes to its file in pieces of kDeltaPartPieceBytes as the
+// records arrive (its header last, its XXH3 read back from the file): the writer holds one
+// piece, not the delta.
+inline constexpr uint64_t kDeltaPartPieceBytes = uint64_t{1} << 20;
+
 class DeltaPartWriter {
  public:
   DeltaPartWriter(std::string dir, DeltaPartOptions options, proto::StepManifest* manifest);
+  ~DeltaPartWriter();  // closes a part file left open by an error (the staging dir is dropped)
+  DeltaPartWriter(const DeltaPartWriter&) = delete;
+  DeltaPartWriter& operator=(const DeltaPartWriter&) = delete;
 
   // Appends `record` (a whole delta record) as the bytes of `tensor`, which must belong to
   // the manifest given at construction.
@@ -49,6 +57,11 @@ class DeltaPartWriter {
 
  private:
   Status flush_part();
+  bool streamed() const {
+    return !options_.keep_in_memory && options_.compression == proto::COMPRESSION_NONE;
+  }
+  Status write_piece();  // buffer_ to the open part file at file_bytes_ (opens it)
+  Status finish_streamed_part(proto::PartInfo* part, std::span<const uint8_t> header);
 
   std::string dir_;
   DeltaPartOptions options_;
@@ -57,6 +70,10 @@ class DeltaPartWriter {
   uint64_t raw_bytes_ = 0;
   uint64_t stored_bytes_ = 0;
   uint32_t records_in_part_ = 0;
+  uint64_t part_size_ = 0;   // bytes of the open part so far (header included)
+  std::string part_path_;    // the open part's file
+  int fd_ = -1;              // streamed: the open part's file, once a piece went out
+  uint64_t file_bytes_ = 0;  // streamed: bytes of the open part already in its file
   std::vector<std::vector<uint8_t>> kept_;
 };
 
