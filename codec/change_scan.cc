@@ -68,6 +68,30 @@ uint32_t scan_typed(const uint8_t* __restrict a, const uint8_t* __restrict b, ui
 // The AVX2 variant of the loop above: 64 bytes are two 32-byte compares. Both streams are
 // prefetched ahead explicitly; prefetching past the end of a buffer is harmless.
 constexpr size_t kPrefetchBytes = 1024;
+// The changed elements of a 64-byte block (x = old, y = new, two halves each) as bit 0 of each
+// element's bytes in a 64-bit byte mask (kLaneBits); 0 when the block is unchanged, which
+// costs two compares and a test.
+template <typename U>
+__attribute__((target("avx2"))) inline uint64_t changed_lanes_avx2(__m256i x0, __m256i y0,
+                                                                   __m256i x1, __m256i y1) {
+  __m256i e0, e1;
+  if constexpr (sizeof(U) == 1) {
+    e0 = _mm256_cmpeq_epi8(x0, y0);
+    e1 = _mm256_cmpeq_epi8(x1, y1);
+  } else if constexpr (sizeof(U) == 2) {
+    e0 = _mm256_cmpeq_epi16(x0, y0);
+    e1 = _mm256_cmpeq_epi16(x1, y1);
+  } else {
+    e0 = _mm256_cmpeq_epi32(x0, y0);
+    e1 = _mm256_cmpeq_epi32(x1, y1);
+  }
+  if (_mm256_testc_si256(_mm256_and_si256(e0, e1), _mm256_set1_epi8(-1))) return 0;
+  const uint64_t equal = static_cast<uint64_t>(static_cast<uint32_t>(_mm256_movemask_epi8(e0))) |
+                         static_cast<uint64_t>(static_cast<uint32_t>(_mm256_movemask_epi8(e1)))
+                             << 32;
+  return ~equal & kLaneBits<U>;
+}
+
 template <typename U>
 __attribute__((target("avx2"))) uint32_t scan_avx2(const uint8_t* __restrict a,
                                                    const uint8_t* __restrict b, uint32_t n,
@@ -84,22 +108,8 @@ __attribute__((target("avx2"))) uint32_t scan_avx2(const uint8_t* __restrict a,
     const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb));
     const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + 32));
     const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32));
-    __m256i e0, e1;
-    if constexpr (sizeof(U) == 1) {
-      e0 = _mm256_cmpeq_epi8(x0, y0);
-      e1 = _mm256_cmpeq_epi8(x1, y1);
-    } else if constexpr (sizeof(U) == 2) {
-      e0 = _mm256_cmpeq_epi16(x0, y0);
-      e1 = _mm256_cmpeq_epi16(x1, y1);
-    } else {
-      e0 = _mm256_cmpeq_epi32(x0, y0);
-      e1 = _mm256_cmpeq_epi32(x1, y1);
-    }
-    if (_mm256_testc_si256(_mm256_and_si256(e0, e1), _mm256_set1_epi8(-1))) continue;
-    const uint64_t equal = static_cast<uint64_t>(static_cast<uint32_t>(_mm256_movemask_epi8(e0))) |
-                           static_cast<uint64_t>(static_cast<uint32_t>(_mm256_movemask_epi8(e1)))
-                               << 32;
-    uint64_t changed = ~equal & kLaneBits<U>;
+    uint64_t changed = changed_lanes_avx2<U>(x0, y0, x1, y1);
+    if (changed == 0) continue;
     while (changed != 0) {
       positions[count++] = j + static_cast<uint32_t>(__builtin_ctzll(changed)) / sizeof(U);
       changed &= changed - 1;
@@ -150,24 +160,10 @@ __attribute__((target("avx2"))) uint32_t scan_copy_avx2(uint8_t* __restrict live
     const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(pa), y0);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(pa + 32), y1);
-    __m256i e0, e1;
-    if constexpr (sizeof(U) == 1) {
-      e0 = _mm256_cmpeq_epi8(x0, y0);
-      e1 = _mm256_cmpeq_epi8(x1, y1);
-    } else if constexpr (sizeof(U) == 2) {
-      e0 = _mm256_cmpeq_epi16(x0, y0);
-      e1 = _mm256_cmpeq_epi16(x1, y1);
-    } else {
-      e0 = _mm256_cmpeq_epi32(x0, y0);
-      e1 = _mm256_cmpeq_epi32(x1, y1);
-    }
-    if (_mm256_testc_si256(_mm256_and_si256(e0, e1), _mm256_set1_epi8(-1))) continue;
+    uint64_t changed = changed_lanes_avx2<U>(x0, y0, x1, y1);
+    if (changed == 0) continue;
     _mm256_store_si256(reinterpret_cast<__m256i*>(spill), x0);
     _mm256_store_si256(reinterpret_cast<__m256i*>(spill + 32), x1);
-    const uint64_t equal = static_cast<uint64_t>(static_cast<uint32_t>(_mm256_movemask_epi8(e0))) |
-                           static_cast<uint64_t>(static_cast<uint32_t>(_mm256_movemask_epi8(e1)))
-                               << 32;
-    uint64_t changed = ~equal & kLaneBits<U>;
     while (changed != 0) {
       const uint32_t lane = static_cast<uint32_t>(__builtin_ctzll(changed)) / sizeof(U);
       positions[count] = j + lane;

@@ -141,53 +141,53 @@ Status DeltaRecorder::record_part(uint32_t chunk, uint32_t start, uint32_t lengt
   return ok_status();
 }
 
-Status DeltaRecorder::record(uint64_t first, uint64_t count, const uint8_t* old_bytes,
-                             const uint8_t* new_bytes) {
+Status DeltaRecorder::for_each_run(
+    uint64_t first, uint64_t count,
+    const std::function<Status(uint32_t chunk, uint32_t start, uint32_t length, uint64_t done)>& fn)
+    const {
   RETURN_IF_ERROR(check_range(first, count));
   const uint64_t ce = header_.chunk_elements;
-  uint64_t done = 0;
-  while (done < count) {
+  for (uint64_t done = 0; done < count;) {
     const uint64_t at = first + done;
     const auto chunk = static_cast<uint32_t>(at / ce);
     const auto start = static_cast<uint32_t>(at % ce);
-    const uint32_t length = static_cast<uint32_t>(
+    const auto length = static_cast<uint32_t>(
         std::min<uint64_t>(header_.chunk_length(chunk) - start, count - done));
-    RETURN_IF_ERROR(record_part(chunk, start, length, old_bytes + done * elem_size_,
-                                new_bytes + done * elem_size_));
+    RETURN_IF_ERROR(fn(chunk, start, length, done));
     done += length;
   }
   return ok_status();
 }
 
+Status DeltaRecorder::record(uint64_t first, uint64_t count, const uint8_t* old_bytes,
+                             const uint8_t* new_bytes) {
+  return for_each_run(first, count,
+                      [&](uint32_t chunk, uint32_t start, uint32_t length, uint64_t done) {
+                        return record_part(chunk, start, length, old_bytes + done * elem_size_,
+                                           new_bytes + done * elem_size_);
+                      });
+}
+
 Status DeltaRecorder::record_write(uint64_t first, uint64_t count, uint8_t* live,
                                    const uint8_t* new_bytes) {
-  RETURN_IF_ERROR(check_range(first, count));
-  const uint64_t ce = header_.chunk_elements;
-  uint64_t done = 0;
-  while (done < count) {
-    const uint64_t at = first + done;
-    const auto chunk = static_cast<uint32_t>(at / ce);
-    const auto start = static_cast<uint32_t>(at % ce);
-    const uint32_t chunk_length = header_.chunk_length(chunk);
-    const uint32_t length =
-        static_cast<uint32_t>(std::min<uint64_t>(chunk_length - start, count - done));
-    uint8_t* to = live + done * elem_size_;
-    const uint8_t* from = new_bytes + done * elem_size_;
-    if (start == 0 && length == chunk_length) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (state_[chunk] >= 1) return written_twice(chunk, start, length);
-        state_[chunk] = 2;
-        written_ += length;
-      }
-      encode_writing(chunk, to, from);
-    } else {
-      RETURN_IF_ERROR(record_part(chunk, start, length, to, from));
-      std::memcpy(to, from, size_t{length} * elem_size_);
-    }
-    done += length;
-  }
-  return ok_status();
+  return for_each_run(
+      first, count, [&](uint32_t chunk, uint32_t start, uint32_t length, uint64_t done) -> Status {
+        uint8_t* to = live + done * elem_size_;
+        const uint8_t* from = new_bytes + done * elem_size_;
+        if (start == 0 && length == header_.chunk_length(chunk)) {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            if (state_[chunk] >= 1) return written_twice(chunk, start, length);
+            state_[chunk] = 2;
+            written_ += length;
+          }
+          encode_writing(chunk, to, from);
+          return ok_status();
+        }
+        RETURN_IF_ERROR(record_part(chunk, start, length, to, from));
+        std::memcpy(to, from, size_t{length} * elem_size_);
+        return ok_status();
+      });
 }
 
 Result<EncodedDelta> DeltaRecorder::finish() {

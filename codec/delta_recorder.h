@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -66,6 +67,11 @@ class DeltaRecorder {
   void encode_writing(uint32_t chunk, uint8_t* live, const uint8_t* new_bytes);
   void encoded(uint32_t chunk);
   Status check_range(uint64_t first, uint64_t count) const;
+  // Calls fn for each run of [first, first + count) inside one chunk, in order; `done` is the
+  // run's distance from `first`. The range is checked first; fn's first error stops the walk.
+  Status for_each_run(uint64_t first, uint64_t count,
+                      const std::function<Status(uint32_t chunk, uint32_t start, uint32_t length,
+                                                 uint64_t done)>& fn) const;
   Status written_twice(uint32_t chunk, uint32_t start, uint32_t length) const;
   Status record_part(uint32_t chunk, uint32_t start, uint32_t length, const uint8_t* old_bytes,
                      const uint8_t* new_bytes);
