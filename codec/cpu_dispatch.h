@@ -49,4 +49,14 @@ inline bool cpu_has_avx512bw() {
 #endif
 }
 
+// Whether AVX-512 VBMI2 (byte and word compress) may run here, besides F and BW (asked once).
+inline bool cpu_has_avx512vbmi2() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool has = cpu_has_avx512bw() && __builtin_cpu_supports("avx512vbmi2");
+  return has;
+#else
+  return false;
+#endif
+}
+
 }  // namespace weightcast

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "codec/change_capture.h"
 #include "codec/change_scan.h"
 
 namespace weightcast {
@@ -68,6 +69,18 @@ void DeltaRecorder::encode_writing(uint32_t chunk, uint8_t* live, const uint8_t*
   const uint32_t n = scan_and_copy_changes(live, new_bytes, length, elem_size_,
                                            scratch.positions.data(), scratch.old_bits.data());
   encode_scanned_chunk(n, new_bytes, length, elem_size_, uint64_t{header_.chunk_elements} * chunk,
+                       options_.allowed_modes, scratch, &chunks_[chunk]);
+  encoded(chunk);
+}
+
+void DeltaRecorder::encode_captured(uint32_t chunk, const uint8_t* live, const uint8_t* capture) {
+  thread_local ChunkScratch scratch;
+  const uint32_t length = header_.chunk_length(chunk);
+  scratch.positions.resize(length);
+  scratch.old_bits.resize(length);
+  const uint32_t n = expand_capture(capture, length, elem_size_, scratch.positions.data(),
+                                    scratch.old_bits.data());
+  encode_scanned_chunk(n, live, length, elem_size_, uint64_t{header_.chunk_elements} * chunk,
                        options_.allowed_modes, scratch, &chunks_[chunk]);
   encoded(chunk);
 }
@@ -169,7 +182,7 @@ Status DeltaRecorder::record(uint64_t first, uint64_t count, const uint8_t* old_
 }
 
 Status DeltaRecorder::record_write(uint64_t first, uint64_t count, uint8_t* live,
-                                   const uint8_t* new_bytes) {
+                                   const uint8_t* new_bytes, DeferredEncoder* encoder) {
   return for_each_run(
       first, count, [&](uint32_t chunk, uint32_t start, uint32_t length, uint64_t done) -> Status {
         uint8_t* to = live + done * elem_size_;
@@ -181,7 +194,13 @@ Status DeltaRecorder::record_write(uint64_t first, uint64_t count, uint8_t* live
             state_[chunk] = 2;
             written_ += length;
           }
-          encode_writing(chunk, to, from);
+          if (encoder == nullptr || capture_bytes(length, elem_size_) > encoder->slot_bytes()) {
+            encode_writing(chunk, to, from);
+            return ok_status();
+          }
+          uint8_t* slot = encoder->acquire();
+          capture_and_copy_changes(to, from, length, elem_size_, slot);
+          encoder->submit(slot, [this, chunk, to, slot] { encode_captured(chunk, to, slot); });
           return ok_status();
         }
         RETURN_IF_ERROR(record_part(chunk, start, length, to, from));

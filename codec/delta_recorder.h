@@ -5,7 +5,8 @@
 // the same two versions with the same options.
 //
 // Memory: the encoded chunks (the delta) plus, for each chunk written part way, its old and
-// new bytes until the rest of it arrives (2 x chunk_elements x element size).
+// new bytes until the rest of it arrives (2 x chunk_elements x element size); with a
+// DeferredEncoder, the captures waiting in its slots (bounded by the encoder).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "codec/deferred_encoder.h"
 #include "codec/delta_chunk.h"
 #include "codec/delta_encoder.h"
 #include "codec/status.h"
@@ -37,10 +39,15 @@ class DeltaRecorder {
 
   // record() fused with the write it precedes: `live` holds elements [first, first + count) of
   // the tensor (contiguous host bytes, their old values) and receives `new_bytes` over them.
-  // Whole chunks are compared and copied in one pass (scan_and_copy_changes); nothing is
-  // written where the record is refused.
+  // Whole chunks are compared and copied in one pass; nothing is written where the record is
+  // refused. Without `encoder` each whole chunk is encoded in the call (scan_and_copy_changes).
+  // With one, the pass only captures the change (capture_and_copy_changes, into an encoder
+  // slot) and the chunk is encoded on the encoder's worker from the capture and the new values
+  // `live` then holds: `live` must stay valid and unwritten until encoder->drain(), which must
+  // return before finish(), target_checksum() or the recorder's destruction. The records are
+  // the same either way.
   [[nodiscard]] Status record_write(uint64_t first, uint64_t count, uint8_t* live,
-                                    const uint8_t* new_bytes);
+                                    const uint8_t* new_bytes, DeferredEncoder* encoder = nullptr);
 
   const std::string& name() const { return options_.name; }
   uint64_t elements() const { return elements_; }
@@ -65,6 +72,7 @@ class DeltaRecorder {
   };
   void encode(uint32_t chunk, const uint8_t* old_bytes, const uint8_t* new_bytes);
   void encode_writing(uint32_t chunk, uint8_t* live, const uint8_t* new_bytes);
+  void encode_captured(uint32_t chunk, const uint8_t* live, const uint8_t* capture);
   void encoded(uint32_t chunk);
   Status check_range(uint64_t first, uint64_t count) const;
   // Calls fn for each run of [first, first + count) inside one chunk, in order; `done` is the

@@ -90,19 +90,25 @@ class Publisher:
         self._hooked = []
         _lifetime.track(self)
 
-    def register(self, name, tensor, *, hooked=False):
+    def register(self, name, tensor, *, hooked=False, dtype=None):
         """Registers ``tensor`` (torch or NumPy, host or CUDA, strided views included) under
-        ``name``, before the first publication. The publisher keeps a reference to it."""
-        array, dtype = array_and_dtype(tensor)
+        ``name``, before the first publication. The publisher keeps a reference to it.
+        ``dtype``: weightcast's name of the element type when the array's own says otherwise
+        ("float8_e4m3fn" for fp8 values held as uint8 by a torch without float8)."""
+        array, own_dtype = array_and_dtype(tensor)
+        dtype = dtype or own_dtype
         self._core.register_tensor(name, array, dtype, hooked)
         self._registry.add(name, tensor)
         if hooked:
             self._hooked.append(name)
 
     def register_module(self, module, *, prefix="", hooked=False):
-        """Registers a torch module's parameters and buffers under their state-dict names."""
+        """Registers a torch module's parameters and buffers under their state-dict names.
+        ``hooked`` applies to the parameters (what an optimizer writes); buffers are read at
+        publish (snapshot mode), since no step writes them."""
+        params = {id(p) for p in module.parameters()}
         for name, t in named_tensors(module, prefix):
-            self.register(name, t, hooked=hooked)
+            self.register(name, t, hooked=hooked and id(t) in params)
 
     @property
     def names(self):

@@ -73,9 +73,11 @@ class Subscriber:
         self._on_version.append(callback)
         return callback
 
-    def register(self, name, tensor):
-        """Registers the engine's tensor (written in place); before connect(). Kept alive."""
-        array, dtype = array_and_dtype(tensor)
+    def register(self, name, tensor, *, dtype=None):
+        """Registers the engine's tensor (written in place); before connect(). Kept alive.
+        ``dtype``: as Publisher.register's (fp8 values held as uint8)."""
+        array, own_dtype = array_and_dtype(tensor)
+        dtype = dtype or own_dtype
         self._core.register_tensor(name, array, dtype)
         self._registry.add(name, tensor)
 

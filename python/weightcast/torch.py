@@ -17,8 +17,10 @@ values elsewhere and write them into the parameters with a copy (offload optimiz
 ``param.data.copy_(master.to(param.dtype))``), each step runs inside ``pub.step(version)``
 and every ``Tensor.copy_`` made on the thread calling ``step()`` whose destination lies in a
 registered hooked tensor is routed through ``Step.write``: the delta is taken from those writes, with no snapshot of the model.
-Optimizers that update parameters in place (torch's own: ``addcdiv_``, ``mul_``) cannot be
-hooked; the guard would refuse the version naming the tensor. Use snapshot mode for them.
+A hooked tensor the step did not copy into at all (a frozen parameter) is written with its
+own values, since a step must write every element. Optimizers that update parameters in
+place (torch's own: ``addcdiv_``, ``mul_``) cannot be hooked: the guard refuses the version
+naming the tensor. Use snapshot mode for them.
 """
 
 import functools
@@ -58,13 +60,24 @@ _original_copy = _torch.Tensor.copy_
 
 def _routed_copy(self, src, non_blocking=False):
     step = getattr(_routing, "step", None)
-    if step is not None and step._publisher._registry.owner_of(self) is not None:
+    owner = step._publisher._registry.owner_of(self) if step is not None else None
+    if owner is not None:
         if not isinstance(src, _torch.Tensor):
             src = _torch.as_tensor(src)
         values = src.to(device=self.device, dtype=self.dtype).expand(self.shape).contiguous()
         step.write(self, values)
+        _routing.touched.add(owner)
         return self
     return _original_copy(self, src, non_blocking)
+
+
+def _write_untouched(publisher, step, touched):
+    """A hooked step must write every element; tensors the optimizer did not copy into at all
+    (frozen parameters, no gradient this step) are written with their own values."""
+    for name in publisher.hooked_names:
+        if name not in touched:
+            t = publisher._registry.tensors[name]
+            step.write(t, t.detach().clone())
 
 
 def _publish_initial(publisher, version, hooked):
@@ -102,13 +115,14 @@ def hook_optimizer(optimizer, publisher, *, start_version=None, publish_initial=
             hook.handle = publisher.publish(version)
         else:
             with publisher.step(version) as s:
-                _routing.step = s
+                _routing.step, _routing.touched = s, set()
                 _torch.Tensor.copy_ = _routed_copy
                 try:
                     result = original(*args, **kwargs)
                 finally:
                     _routing.step = None
                     _torch.Tensor.copy_ = _original_copy
+                _write_untouched(publisher, s, _routing.touched)
             hook.handle = s.handle
         hook.version = version
         return result

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <span>
 
+#include "codec/change_capture.h"
 #include "transport/fs/journal_layout.h"
 #include "transport/tensor_staging.h"
 
@@ -14,6 +15,8 @@ namespace {
 // Elements handled per pass of a write: one delta chunk, so that its old and new bytes are
 // still in cache when the new ones are written over the old.
 constexpr uint64_t kPieceElements = kDefaultChunkElements;
+// Captures waiting for the step's encoder thread, at most (each a chunk's masks and spill).
+constexpr size_t kEncoderSlots = 32;
 // CUDA writes go through host staging in pieces of at most this many bytes.
 constexpr uint64_t kCudaPieceBytes = uint64_t{8} << 20;
 
@@ -113,6 +116,14 @@ PublishStep::PublishStep(uint64_t version, std::vector<Hooked> hooked)
     const auto first = reinterpret_cast<uintptr_t>(t.first_byte());
     extents_.push_back({first + low * es, first + (high + 1) * es, i});
   }
+  size_t widest = 0;  // the largest element among hooked host tensors
+  for (const auto& h : hooked_) {
+    if (h.live.memory != MemoryKind::kCuda) widest = std::max(widest, h.live.element_size());
+  }
+  if (widest > 0) {
+    encoder_ = std::make_unique<DeferredEncoder>(
+        kEncoderSlots, capture_bytes(static_cast<uint32_t>(kPieceElements), widest));
+  }
   std::sort(extents_.begin(), extents_.end(),
             [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
   uintptr_t reach = 0;
@@ -120,6 +131,7 @@ PublishStep::PublishStep(uint64_t version, std::vector<Hooked> hooked)
 }
 
 PublishStep::~PublishStep() {
+  encoder_.reset();  // runs what the writes left, while the recorders and live tensors exist
   anchor_.reset();
   if (!anchor_dir_.empty()) (void)remove_tree(anchor_dir_);  // best effort: a dropped step
 }
@@ -200,7 +212,7 @@ Status PublishStep::write_host(Hooked& h, uint64_t first, const TensorRef& live_
   const uint8_t* in = new_values.first_byte();
   if (at.contiguous()) {
     // Compared and copied in one pass per chunk (DeltaRecorder::record_write).
-    RETURN_IF_ERROR(h.recorder->record_write(first, n, live_view.first_byte(), in));
+    RETURN_IF_ERROR(h.recorder->record_write(first, n, live_view.first_byte(), in, encoder_.get()));
     if (anchor_) RETURN_IF_ERROR(anchor_->write(h.tensor, first, {in, n * es}));
     return ok_status();
   }

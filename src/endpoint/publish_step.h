@@ -7,11 +7,13 @@
 //   ...                                           // every element of every hooked tensor
 //   auto handle = publisher.publish_step(step);   // guard, then journal + live paths
 //
-// write() diffs the old values still in `live_view` against `new_values`, encodes every
-// delta chunk whose elements have all been written (the chunk's bytes are those snapshot
-// mode makes for the same two versions), then writes `new_values` into `live_view`. It keeps
-// the encoded chunks and, for a chunk written part way, that chunk's old and new bytes: the
-// memory it adds is about the delta, never a copy of the model.
+// write() diffs the old values still in `live_view` against `new_values` as it writes
+// `new_values` into `live_view`; every delta chunk whose elements have all been written is
+// encoded (the chunk's bytes are those snapshot mode makes for the same two versions): for
+// whole chunks of a contiguous host view on the step's encoder thread, from what the write
+// captured (change_capture.h), otherwise in the write. It keeps the encoded chunks, a bounded
+// set of captures waiting to be encoded and, for a chunk written part way, that chunk's old
+// and new bytes: the memory it adds is about the delta, never a copy of the model.
 //
 // On an anchor version (decided when the step begins) each write's new values also go with
 // pwrite into the anchor's shard files at their precomputed offsets (anchor_stream.h); the
@@ -86,6 +88,10 @@ class PublishStep {
   uint64_t version_ = 0;
   bool force_anchor_ = false;
   std::vector<Hooked> hooked_;
+  // Encodes the host writes' delta chunks while the trainer goes on (deferred_encoder.h);
+  // drained by the guard before the records are finished. Declared after hooked_: it stops
+  // before the recorders its tasks write to are destroyed.
+  std::unique_ptr<DeferredEncoder> encoder_;
   // Where each hooked tensor's elements lie: bytes [begin, end), sorted by begin, and reach_[k]
   // the largest end among the first k + 1, so that write() finds a view's tensor by address.
   struct Extent {

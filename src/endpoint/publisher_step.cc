@@ -209,6 +209,7 @@ Status Publisher::guard_step(PublishJob& job, std::vector<std::optional<EncodedD
     std::lock_guard<std::mutex> lock(step.mu_);
     if (!step.failed_.ok()) return refuse(step.failed_);
   }
+  if (step.encoder_) step.encoder_->drain();  // the chunks the writes left to encode
   for (auto& h : step.hooked_) {
     auto record = h.recorder->finish();
     if (!record.ok()) return refuse(record.status());

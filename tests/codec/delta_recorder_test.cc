@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "codec/change_capture.h"
 #include "codec/checksum.h"
 #include "codec/delta_apply.h"
 
@@ -137,6 +138,43 @@ TEST(DeltaRecorder, FusedWritesLeaveTheNewValuesAndGiveTheSameBytes) {
   auto done = r->finish();
   ASSERT_TRUE(done.ok()) << done.status().to_string();
   EXPECT_EQ(done->record, v.expected_record());
+}
+
+TEST(DeltaRecorder, DeferredEncodingGivesTheSameBytes) {
+  // With an encoder the writes only capture the change; the chunks are encoded on its worker
+  // (two slots: writers wait for it) from the values then in the live buffer. A chunk the
+  // slot cannot hold is encoded in the write, as without an encoder.
+  const Versions v(14);
+  auto r = recorder_for(v);
+  ASSERT_NE(r, nullptr);
+  std::vector<uint16_t> live = v.old_bits;
+  auto* bytes = reinterpret_cast<uint8_t*>(live.data());
+  {
+    DeferredEncoder encoder(2, capture_bytes(kDefaultChunkElements, 2));
+    const uint64_t split = 3 * kDefaultChunkElements + 99;
+    std::thread other([&] {
+      EXPECT_TRUE(
+          r->record_write(split, kElements - split, bytes + 2 * split, v.new_at(split), &encoder)
+              .ok());
+    });
+    EXPECT_TRUE(r->record_write(0, split, bytes, v.new_at(0), &encoder).ok());
+    other.join();
+    encoder.drain();
+  }
+  EXPECT_EQ(live, v.new_bits);
+  auto done = r->finish();
+  ASSERT_TRUE(done.ok()) << done.status().to_string();
+  EXPECT_EQ(done->record, v.expected_record());
+
+  auto small = recorder_for(v);
+  ASSERT_NE(small, nullptr);
+  live = v.old_bits;
+  DeferredEncoder tiny(1, 64);
+  ASSERT_TRUE(small->record_write(0, kElements, bytes, v.new_at(0), &tiny).ok());
+  tiny.drain();
+  auto inline_done = small->finish();
+  ASSERT_TRUE(inline_done.ok()) << inline_done.status().to_string();
+  EXPECT_EQ(inline_done->record, v.expected_record());
 }
 
 TEST(DeltaRecorder, AFusedWriteOverWrittenElementsIsRefusedAndWritesNothing) {

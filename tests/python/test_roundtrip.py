@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 import weightcast
+import weightcast.journal
 from conftest import WAIT
 
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
@@ -111,6 +112,33 @@ def test_strided_views_of_packed_tensors_and_numpy(make_group, endpoints):
         assert torch.equal(w_engine, wt.t())
         assert np.array_equal(arr_engine, arr)
     assert sub.names == ["q", "k", "v", "wt", "np"]
+
+
+def test_fp8_values_held_as_uint8_round_trip(make_group, endpoints):
+    # torch 1.13 has no float8: the bytes are held as uint8 and labeled by dtype=.
+    g = make_group()
+    gen = torch.Generator().manual_seed(5)
+    src = {n: torch.randint(0, 256, (64, 8), generator=gen, dtype=torch.uint8)
+           for n in ("float8_e4m3fn", "float8_e5m2")}
+    dst = {n: torch.zeros_like(t) for n, t in src.items()}
+    pub = weightcast.Publisher(g.config, g.publisher_rank, threads=1)
+    endpoints.append(pub)
+    sub = weightcast.Subscriber(g.config, g.subscriber_rank(0), threads=1)
+    endpoints.append(sub)
+    for n in src:
+        pub.register(n, src[n], dtype=n)
+        sub.register(n, dst[n], dtype=n)
+    sub.connect()
+    for version in (1, 2):
+        if version == 2:
+            for t in src.values():
+                t[3, :2] ^= 1  # one mantissa bit of two elements
+        report = pub.publish(version).wait_published(WAIT)
+        sub.wait_for_version(version, WAIT)
+        assert all(torch.equal(src[n], dst[n]) for n in src)
+    assert report["changed_elements"] == 4
+    j = weightcast.journal.open(pub.journal_root)
+    assert [t["dtype"] for t in j.tensors()] == ["float8_e4m3fn", "float8_e5m2"]
 
 
 def test_register_module_by_state_dict_names(make_group, endpoints):

@@ -80,16 +80,22 @@ class OffloadAdam:
 def test_hooked_mode_routes_an_offload_optimizers_copies(make_group, endpoints):
     torch.manual_seed(1)
     trainer = Tiny(dtype=torch.bfloat16)
+    trainer.register_buffer("scale", torch.ones(4, dtype=torch.bfloat16))
     g, pub = _pair(make_group, endpoints, trainer, hooked=True)
-    assert pub.hooked_names == list(trainer.state_dict())
+    assert pub.hooked_names == [n for n, _ in trainer.named_parameters()]  # buffers: snapshot
     engine = Tiny(dtype=torch.bfloat16)
+    engine.register_buffer("scale", torch.zeros(4, dtype=torch.bfloat16))
     sub = weightcast.Subscriber(g.config, g.subscriber_rank(0), threads=1)
     endpoints.append(sub)
     sub.register_module(engine)
     sub.connect()
-    opt = OffloadAdam(trainer.parameters(), lr=0.05)
+    # norm.* are frozen: the optimizer never copies into them, hook_optimizer writes them as
+    # they are so that each step still covers every hooked element.
+    opt = OffloadAdam([p for n, p in trainer.named_parameters() if not n.startswith("norm")],
+                      lr=0.05)
     hook = weightcast.torch.hook_optimizer(opt, pub)
     for _ in range(3):
+        trainer.scale += 1  # a buffer, published by snapshot alongside the hooked tensors
         trainer.zero_grad()
         trainer.q_proj(trainer.embed(torch.randint(0, 32, (4,)))).sum().backward()
         opt.step()
