@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "codec/cpu_dispatch.h"
+#include "codec/delta_kernels.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -192,26 +193,14 @@ uint32_t expand_typed(const uint8_t* capture, uint32_t n, uint32_t* positions, u
 
 uint32_t capture_and_copy_changes(uint8_t* live, const uint8_t* new_bytes, uint32_t n,
                                   size_t elem_size, uint8_t* capture) {
-  switch (elem_size) {
-    case 1:
-      return capture_dispatch<uint8_t>(live, new_bytes, n, capture);
-    case 2:
-      return capture_dispatch<uint16_t>(live, new_bytes, n, capture);
-    default:
-      return capture_dispatch<uint32_t>(live, new_bytes, n, capture);
-  }
+  return kernels::dispatch(
+      elem_size, [&]<typename U>() { return capture_dispatch<U>(live, new_bytes, n, capture); });
 }
 
 uint32_t expand_capture(const uint8_t* capture, uint32_t n, size_t elem_size, uint32_t* positions,
                         uint32_t* old_bits) {
-  switch (elem_size) {
-    case 1:
-      return expand_typed<uint8_t>(capture, n, positions, old_bits);
-    case 2:
-      return expand_typed<uint16_t>(capture, n, positions, old_bits);
-    default:
-      return expand_typed<uint32_t>(capture, n, positions, old_bits);
-  }
+  return kernels::dispatch(
+      elem_size, [&]<typename U>() { return expand_typed<U>(capture, n, positions, old_bits); });
 }
 
 }  // namespace weightcast
