@@ -88,6 +88,7 @@ class Publisher:
         self._core = _core.Publisher(os.fspath(config), rank, threads, credit_timeout, log)
         self._registry = Registry()
         self._hooked = []
+        self._buffers = []
         _lifetime.track(self)
 
     def register(self, name, tensor, *, hooked=False, dtype=None):
@@ -109,10 +110,17 @@ class Publisher:
         params = {id(p) for p in module.parameters()}
         for name, t in named_tensors(module, prefix):
             self.register(name, t, hooked=hooked and id(t) in params)
+            if id(t) not in params:
+                self._buffers.append(name)
 
     @property
     def names(self):
         return list(self._registry.names)
+
+    @property
+    def buffer_names(self):
+        """The module buffers registered by ``register_module`` (forward may change them)."""
+        return list(self._buffers)
 
     @property
     def hooked_names(self):

@@ -10,7 +10,11 @@
 
 Snapshot mode (tensors registered normally): after each step the version is published; the
 next step first waits until the publisher has read the tensors (``wait_for_reads``), so the
-read overlaps forward and backward.
+read overlaps forward and backward. That overlap is safe only while nothing but the optimizer
+changes the registered tensors: when the publisher holds module buffers (``register_module``
+registers the persistent ones, and a forward pass may update them, as batch norm's running
+statistics are), each ``step()`` returns only once the version's reads are done
+(``overlap=False``, the default then).
 
 Hooked mode (``pub.register_module(model, hooked=True)``): for optimizers that compute new
 values elsewhere and write them into the parameters with a copy (offload optimizers:
@@ -32,11 +36,12 @@ import torch as _torch
 class OptimizerHook:
     """What ``hook_optimizer`` returns: the last version published and its handle."""
 
-    def __init__(self, optimizer, publisher, version, hooked):
+    def __init__(self, optimizer, publisher, version, hooked, overlap):
         self.optimizer = optimizer
         self.publisher = publisher
         self.version = version
         self.hooked = hooked
+        self.overlap = overlap  # whether the reads of a version may overlap the next forward
         self.handle = None
         self._original_step = optimizer.step
 
@@ -91,19 +96,29 @@ def _publish_initial(publisher, version, hooked):
 
 
 def hook_optimizer(optimizer, publisher, *, start_version=None, publish_initial=True,
-                   read_timeout=None):
+                   read_timeout=None, overlap=None):
     """Wraps ``optimizer.step`` so that each call publishes the next version.
 
     ``start_version``: the version of the weights as they are now (default: the journal's
     head + 1, or 1); published at once unless ``publish_initial`` is False. Steps then make
     start_version + 1, + 2, ... Hooked mode is chosen when the publisher's tensors were
-    registered with ``hooked=True``. Returns an OptimizerHook."""
+    registered with ``hooked=True``. ``overlap``: whether a version's reads may go on after
+    ``step()`` returns, while the next forward runs (default: unless the publisher holds module
+    buffers, which a forward may change). Returns an OptimizerHook."""
     hooked = bool(publisher.hooked_names)
     if start_version is None:
         start_version = (publisher.head or 0) + 1
-    hook = OptimizerHook(optimizer, publisher, start_version, hooked)
+    if overlap is None:
+        overlap = not publisher.buffer_names
+    hook = OptimizerHook(optimizer, publisher, start_version, hooked, overlap)
+
+    def reads_done_unless_overlapping():
+        if not overlap:
+            hook.wait_for_reads(read_timeout)
+
     if publish_initial:
         hook.handle = _publish_initial(publisher, start_version, hooked)
+        reads_done_unless_overlapping()
     original = optimizer.step
 
     @functools.wraps(original)
@@ -125,6 +140,7 @@ def hook_optimizer(optimizer, publisher, *, start_version=None, publish_initial=
                 _write_untouched(publisher, s, _routing.touched)
             hook.handle = s.handle
         hook.version = version
+        reads_done_unless_overlapping()
         return result
 
     optimizer.step = step

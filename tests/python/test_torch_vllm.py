@@ -45,7 +45,7 @@ def test_hook_optimizer_publishes_after_every_adamw_step(make_group, endpoints):
     sub.connect()
     opt = torch.optim.AdamW(trainer.parameters(), lr=1e-2)
     hook = weightcast.torch.hook_optimizer(opt, pub)
-    assert hook.version == 1
+    assert hook.version == 1 and hook.overlap  # no buffers: reads may overlap the next forward
     for i in range(3):
         opt.zero_grad()
         x = trainer.embed(torch.randint(0, 32, (4,)))
@@ -59,6 +59,45 @@ def test_hook_optimizer_publishes_after_every_adamw_step(make_group, endpoints):
     hook.remove()
     opt.step()
     assert hook.version == 4 and pub.head == 4
+
+
+class Normed(torch.nn.Module):
+    """A model whose forward changes registered tensors: batch norm's running statistics."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(16, 16)
+        self.bn = torch.nn.BatchNorm1d(16)
+
+    def forward(self, x):
+        return self.bn(self.proj(x))
+
+
+def test_a_forward_that_changes_buffers_waits_for_the_reads_of_each_version(make_group,
+                                                                            endpoints):
+    torch.manual_seed(3)
+    trainer = Normed()
+    g, pub = _pair(make_group, endpoints, trainer)
+    assert "bn.running_mean" in pub.buffer_names and "proj.weight" not in pub.buffer_names
+    engine = Normed()
+    sub = weightcast.Subscriber(g.config, g.subscriber_rank(0), threads=1)
+    endpoints.append(sub)
+    sub.register_module(engine)
+    sub.connect()
+    opt = torch.optim.SGD(trainer.parameters(), lr=0.1)
+    hook = weightcast.torch.hook_optimizer(opt, pub)
+    assert not hook.overlap
+    for _ in range(3):
+        hook.handle.wait_for_reads(0)  # step() (and the initial publish) returned after the reads
+        opt.zero_grad()
+        trainer(torch.randn(8, 16)).sum().backward()  # running stats change here
+        opt.step()
+    # each version built on the one before: a read racing a forward would have failed a checksum
+    sub.wait_for_version(hook.version, WAIT)
+    for (name, a), b in zip(trainer.state_dict().items(), engine.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert weightcast.torch.hook_optimizer(torch.optim.SGD(trainer.parameters(), lr=0.1), pub,
+                                           publish_initial=False, overlap=True).overlap
 
 
 class OffloadAdam:
@@ -94,7 +133,9 @@ def test_hooked_mode_routes_an_offload_optimizers_copies(make_group, endpoints):
     opt = OffloadAdam([p for n, p in trainer.named_parameters() if not n.startswith("norm")],
                       lr=0.05)
     hook = weightcast.torch.hook_optimizer(opt, pub)
+    assert not hook.overlap  # a buffer: each version is read before step() returns
     for _ in range(3):
+        hook.handle.wait_for_reads(0)  # already done: the buffer may change now
         trainer.scale += 1  # a buffer, published by snapshot alongside the hooked tensors
         trainer.zero_grad()
         trainer.q_proj(trainer.embed(torch.randint(0, 32, (4,)))).sum().backward()
