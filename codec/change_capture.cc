@@ -14,6 +14,8 @@ namespace {
 
 template <typename U>
 constexpr uint32_t kLanes = 64 / sizeof(U);
+// Blocks never straddle a window: a window is a whole number of blocks of any element size.
+static_assert(kCaptureWindow % 64 == 0);
 
 template <typename U>
 inline U load_elem(const uint8_t* p, uint32_t i) {
@@ -22,72 +24,71 @@ inline U load_elem(const uint8_t* p, uint32_t i) {
   return v;
 }
 
-// Masks are 32-bit words: two per block of 1-byte elements.
-template <typename U>
-inline void put_mask(uint32_t* words, uint32_t block, uint64_t m) {
-  if constexpr (sizeof(U) == 1) {
-    words[2 * block] = static_cast<uint32_t>(m);
-    words[2 * block + 1] = static_cast<uint32_t>(m >> 32);
-  } else {
-    words[block] = static_cast<uint32_t>(m);
-  }
-}
+// Where a capture's parts are (change_capture.h).
+struct CaptureOut {
+  uint32_t* window_first;  // changes before each window; [windows] is the total
+  uint16_t* positions;     // within the window
+  uint8_t* old_spill;
+  uint8_t* new_spill;
+};
 
 template <typename U>
-inline uint64_t get_mask(const uint32_t* words, uint32_t block) {
-  if constexpr (sizeof(U) == 1) {
-    return words[2 * block] | uint64_t{words[2 * block + 1]} << 32;
-  } else {
-    return words[block];
-  }
+CaptureOut capture_out(uint8_t* capture, uint32_t n) {
+  return {reinterpret_cast<uint32_t*>(capture),
+          reinterpret_cast<uint16_t*>(capture + capture_positions_offset(n)),
+          capture + capture_spill_offset(n, sizeof(U)),
+          capture + capture_new_spill_offset(n, sizeof(U))};
 }
 
-// Elements [j, j + count) with count <= one block, one by one: spills the changed ones' old
-// values at spill[count_so_far...], copies the new ones, returns the block's mask.
+// At a block that starts a window: the changes before it.
+inline void mark_window(const CaptureOut& out, uint32_t j, uint32_t spilled) {
+  if (j % kCaptureWindow == 0) out.window_first[j / kCaptureWindow] = spilled;
+}
+
+// Elements [j, j + count) with count <= one block, one by one: spills the changed ones at
+// index *spilled on and copies the new values.
 template <typename U>
-uint64_t capture_elements(uint8_t* live, const uint8_t* fresh, uint32_t j, uint32_t count,
-                          uint8_t* spill, uint32_t* spilled) {
-  uint64_t m = 0;
+void capture_elements(uint8_t* live, const uint8_t* fresh, uint32_t j, uint32_t count,
+                      const CaptureOut& out, uint32_t* spilled) {
   for (uint32_t i = 0; i < count; ++i) {
     const U o = load_elem<U>(live, j + i), v = load_elem<U>(fresh, j + i);
     if (o != v) {
-      m |= uint64_t{1} << i;
-      std::memcpy(spill + size_t{(*spilled)++} * sizeof(U), &o, sizeof(U));
+      out.positions[*spilled] = static_cast<uint16_t>((j + i) % kCaptureWindow);
+      std::memcpy(out.old_spill + size_t{*spilled} * sizeof(U), &o, sizeof(U));
+      std::memcpy(out.new_spill + size_t{(*spilled)++} * sizeof(U), &v, sizeof(U));
       std::memcpy(live + size_t{j + i} * sizeof(U), &v, sizeof(U));
     }
   }
-  return m;
 }
 
+// From element j (a block boundary) on, with `spilled` changes captured before it.
 template <typename U>
-uint32_t capture_portable(uint8_t* live, const uint8_t* fresh, uint32_t n, uint32_t* masks,
-                          uint8_t* spill, uint32_t j = 0) {
-  uint32_t spilled = 0;
-  for (uint32_t b = j / kLanes<U>; j < n; j += kLanes<U>, ++b) {
-    const uint32_t count = n - j < kLanes<U> ? n - j : kLanes<U>;
-    put_mask<U>(masks, b, capture_elements<U>(live, fresh, j, count, spill, &spilled));
+uint32_t capture_portable(uint8_t* live, const uint8_t* fresh, uint32_t n, const CaptureOut& out,
+                          uint32_t j = 0, uint32_t spilled = 0) {
+  for (; j < n; j += kLanes<U>) {
+    mark_window(out, j, spilled);
+    capture_elements<U>(live, fresh, j, n - j < kLanes<U> ? n - j : kLanes<U>, out, &spilled);
   }
   return spilled;
 }
 
 #if defined(__x86_64__)
-constexpr size_t kPrefetchBytes = 1024;
-
 // AVX2 (and AVX-512 CPUs without VBMI2): a block is two 32-byte compares, the lanes' equal mask
-// packed to one bit per lane; a block that changed spills its old values lane by lane.
+// packed to one bit per lane; a block that changed is captured lane by lane.
 template <typename U>
 __attribute__((target("avx2"))) uint32_t capture_avx2(uint8_t* __restrict live,
                                                       const uint8_t* __restrict fresh, uint32_t n,
-                                                      uint32_t* __restrict masks,
-                                                      uint8_t* __restrict spill) {
+                                                      const CaptureOut& out) {
   constexpr uint64_t kAll = kLanes<U> == 64 ? ~uint64_t{0} : (uint64_t{1} << kLanes<U>)-1;
+  uint16_t* __restrict positions = out.positions;
+  uint8_t* __restrict old_spill = out.old_spill;
+  uint8_t* __restrict new_spill = out.new_spill;
   alignas(32) uint8_t old[64];
-  uint32_t spilled = 0, b = 0, j = 0;
-  for (; j + kLanes<U> <= n; j += kLanes<U>, ++b) {
+  uint32_t spilled = 0, j = 0;
+  for (; j + kLanes<U> <= n; j += kLanes<U>) {
+    mark_window(out, j, spilled);
     uint8_t* pa = live + size_t{j} * sizeof(U);
     const uint8_t* pb = fresh + size_t{j} * sizeof(U);
-    _mm_prefetch(reinterpret_cast<const char*>(pa + kPrefetchBytes), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(pb + kPrefetchBytes), _MM_HINT_T0);
     const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa));
     const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + 32));
     const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb));
@@ -112,81 +113,167 @@ __attribute__((target("avx2"))) uint32_t capture_avx2(uint8_t* __restrict live,
               << 8;
     }
     uint64_t m = ~equal & kAll;
-    put_mask<U>(masks, b, m);
     if (m == 0) continue;
     _mm256_store_si256(reinterpret_cast<__m256i*>(old), x0);
     _mm256_store_si256(reinterpret_cast<__m256i*>(old + 32), x1);
     do {
       const auto lane = static_cast<uint32_t>(__builtin_ctzll(m));
-      std::memcpy(spill + size_t{spilled++} * sizeof(U), old + lane * sizeof(U), sizeof(U));
+      positions[spilled] = static_cast<uint16_t>((j + lane) % kCaptureWindow);
+      std::memcpy(old_spill + size_t{spilled} * sizeof(U), old + lane * sizeof(U), sizeof(U));
+      std::memcpy(new_spill + size_t{spilled++} * sizeof(U), pb + lane * sizeof(U), sizeof(U));
       m &= m - 1;
     } while (m != 0);
   }
-  return spilled +
-         capture_portable<U>(live, fresh, n, masks, spill + size_t{spilled} * sizeof(U), j);
+  return capture_portable<U>(live, fresh, n, out, j, spilled);
 }
 
-// AVX-512 F + BW + VBMI2: one compare to a lane mask per block and the old values compressed
-// in a register, stored (64 bytes, of which the changed lanes count) at the spill's end.
+// 16 or 64 bytes of a compressed register at `at`: the short store when the `k` lanes that
+// count fit (nearly every block at a step's densities; the stores, not the compares, bound
+// the loop).
+__attribute__((target("avx512f"))) inline void store_packed(uint8_t* at, __m512i packed,
+                                                            bool short_store) {
+  if (__builtin_expect(short_store, 1)) {
+    // The low 128 bits through a masked store (a cast to __m128i trips GCC 12's
+    // -Wmaybe-uninitialized inside its own intrinsic).
+    _mm512_mask_storeu_epi64(at, 0x3, packed);
+  } else {
+    _mm512_storeu_si512(at, packed);
+  }
+}
+
+// AVX-512 F + BW + VBMI2: per block one compare to a lane mask, the old values, the new ones
+// and the lanes' 16-bit positions (a register of indices that advances by a block each step,
+// wrapping at the window) compressed in registers and stored at their arrays' ends. No
+// software prefetch: measured on Zen 4 it slowed the loop (the hardware's stream prefetch
+// already runs ahead of two sequential streams).
 template <typename U>
 __attribute__((target("avx512f,avx512bw,avx512vbmi2"))) uint32_t capture_avx512(
-    uint8_t* __restrict live, const uint8_t* __restrict fresh, uint32_t n,
-    uint32_t* __restrict masks, uint8_t* __restrict spill) {
-  uint32_t spilled = 0, b = 0, j = 0;
-  for (; j + kLanes<U> <= n; j += kLanes<U>, ++b) {
+    uint8_t* __restrict live, const uint8_t* __restrict fresh, uint32_t n, const CaptureOut& out) {
+  uint16_t* __restrict positions = out.positions;
+  uint8_t* __restrict old_spill = out.old_spill;
+  uint8_t* __restrict new_spill = out.new_spill;
+  // 16-bit lane i: i (the block's first 32 lanes; 1-byte elements use a second register).
+  const __m512i iota = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17,
+                                        16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i step = _mm512_set1_epi16(static_cast<int16_t>(kLanes<U>));
+  __m512i index = iota;
+  __m512i index_high = _mm512_add_epi16(iota, _mm512_set1_epi16(32));
+  uint32_t spilled = 0, j = 0;
+  for (; j + kLanes<U> <= n; j += kLanes<U>) {
+    mark_window(out, j, spilled);
     uint8_t* pa = live + size_t{j} * sizeof(U);
     const uint8_t* pb = fresh + size_t{j} * sizeof(U);
-    _mm_prefetch(reinterpret_cast<const char*>(pa + kPrefetchBytes), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(pb + kPrefetchBytes), _MM_HINT_T0);
     const __m512i x = _mm512_loadu_si512(pa);
     const __m512i y = _mm512_loadu_si512(pb);
     _mm512_storeu_si512(pa, y);
     uint64_t m;
-    __m512i packed;
+    __m512i old_packed, new_packed;
+    uint16_t* at = positions + spilled;
     if constexpr (sizeof(U) == 1) {
       m = _mm512_cmpneq_epu8_mask(x, y);
-      packed = _mm512_maskz_compress_epi8(m, x);
-    } else if constexpr (sizeof(U) == 2) {
-      m = _mm512_cmpneq_epu16_mask(x, y);
-      packed = _mm512_maskz_compress_epi16(static_cast<__mmask32>(m), x);
+      old_packed = _mm512_maskz_compress_epi8(m, x);
+      new_packed = _mm512_maskz_compress_epi8(m, y);
+      const auto low = static_cast<__mmask32>(m);
+      _mm512_storeu_si512(at, _mm512_maskz_compress_epi16(low, index));
+      _mm512_storeu_si512(at + __builtin_popcount(low),
+                          _mm512_maskz_compress_epi16(static_cast<__mmask32>(m >> 32), index_high));
+      index_high = _mm512_add_epi16(index_high, step);
     } else {
-      m = _mm512_cmpneq_epu32_mask(x, y);
-      packed = _mm512_maskz_compress_epi32(static_cast<__mmask16>(m), x);
+      __mmask32 lanes;
+      if constexpr (sizeof(U) == 2) {
+        lanes = _mm512_cmpneq_epu16_mask(x, y);
+        old_packed = _mm512_maskz_compress_epi16(lanes, x);
+        new_packed = _mm512_maskz_compress_epi16(lanes, y);
+      } else {
+        const __mmask16 words = _mm512_cmpneq_epu32_mask(x, y);
+        old_packed = _mm512_maskz_compress_epi32(words, x);
+        new_packed = _mm512_maskz_compress_epi32(words, y);
+        lanes = words;
+      }
+      m = lanes;
+      // 16 bytes hold 8 positions: as many as the short value stores hold for 2-byte
+      // elements, twice as many for 4-byte ones.
+      store_packed(reinterpret_cast<uint8_t*>(at), _mm512_maskz_compress_epi16(lanes, index),
+                   __builtin_popcount(lanes) <= 8);
     }
-    _mm512_storeu_si512(spill + size_t{spilled} * sizeof(U), packed);
-    put_mask<U>(masks, b, m);
-    spilled += static_cast<uint32_t>(__builtin_popcountll(m));
+    index = _mm512_add_epi16(index, step);
+    const auto k = static_cast<uint32_t>(__builtin_popcountll(m));
+    const bool short_store = k <= 16 / sizeof(U);
+    store_packed(old_spill + size_t{spilled} * sizeof(U), old_packed, short_store);
+    store_packed(new_spill + size_t{spilled} * sizeof(U), new_packed, short_store);
+    spilled += k;
   }
-  return spilled +
-         capture_portable<U>(live, fresh, n, masks, spill + size_t{spilled} * sizeof(U), j);
+  return capture_portable<U>(live, fresh, n, out, j, spilled);
+}
+
+// `count` 16-bit positions of window w, or values of U, widened to 32 bits.
+template <typename U>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void widen_avx512(const uint8_t* in,
+                                                                       uint32_t count, uint32_t add,
+                                                                       uint32_t* out) {
+  const __m512i offset = _mm512_set1_epi32(static_cast<int>(add));
+  for (uint32_t k = 0; k < count; k += 16) {
+    const auto keep = static_cast<__mmask16>(count - k >= 16 ? 0xFFFF : (1u << (count - k)) - 1);
+    __m512i v;
+    if constexpr (sizeof(U) == 1) {
+      v = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(keep, in + k));
+    } else if constexpr (sizeof(U) == 2) {
+      v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(keep, in + size_t{k} * 2));
+    } else {
+      v = _mm512_maskz_loadu_epi32(keep, in + size_t{k} * 4);
+    }
+    _mm512_mask_storeu_epi32(out + k, keep, _mm512_add_epi32(v, offset));
+  }
 }
 #endif
 
 template <typename U>
 uint32_t capture_dispatch(uint8_t* live, const uint8_t* fresh, uint32_t n, uint8_t* capture) {
-  auto* masks = reinterpret_cast<uint32_t*>(capture);
-  uint8_t* spill = capture + capture_spill_offset(n, sizeof(U));
+  const CaptureOut out = capture_out<U>(capture, n);
+  uint32_t total;
 #if defined(__x86_64__)
-  if (cpu_has_avx512vbmi2()) return capture_avx512<U>(live, fresh, n, masks, spill);
-  if (cpu_has_avx2()) return capture_avx2<U>(live, fresh, n, masks, spill);
+  if (cpu_has_avx512vbmi2()) {
+    total = capture_avx512<U>(live, fresh, n, out);
+  } else if (cpu_has_avx2()) {
+    total = capture_avx2<U>(live, fresh, n, out);
+  } else
 #endif
-  return capture_portable<U>(live, fresh, n, masks, spill);
+  {
+    total = capture_portable<U>(live, fresh, n, out);
+  }
+  out.window_first[capture_windows(n)] = total;
+  return total;
 }
 
+// Positions in order, the window's base added, and the values widened.
 template <typename U>
-uint32_t expand_typed(const uint8_t* capture, uint32_t n, uint32_t* positions, uint32_t* old_bits) {
-  const auto* masks = reinterpret_cast<const uint32_t*>(capture);
-  const uint8_t* spill = capture + capture_spill_offset(n, sizeof(U));
-  const uint32_t blocks = capture_blocks(n, sizeof(U));
-  uint32_t count = 0;
-  for (uint32_t b = 0; b < blocks; ++b) {
-    for (uint64_t m = get_mask<U>(masks, b); m != 0; m &= m - 1) {
-      positions[count] = b * kLanes<U> + static_cast<uint32_t>(__builtin_ctzll(m));
-      old_bits[count] = load_elem<U>(spill, count);
-      ++count;
+uint32_t expand_typed(const uint8_t* capture, uint32_t n, uint32_t* positions, uint32_t* old_bits,
+                      uint32_t* new_bits) {
+  const CaptureOut in = capture_out<U>(const_cast<uint8_t*>(capture), n);
+  const uint32_t windows = capture_windows(n);
+  const uint32_t total = in.window_first[windows];
+#if defined(__x86_64__)
+  if (cpu_has_avx512vbmi2()) {
+    for (uint32_t w = 0; w < windows; ++w) {
+      const uint32_t first = in.window_first[w];
+      widen_avx512<uint16_t>(reinterpret_cast<const uint8_t*>(in.positions + first),
+                             in.window_first[w + 1] - first, w * kCaptureWindow, positions + first);
+    }
+    widen_avx512<U>(in.old_spill, total, 0, old_bits);
+    widen_avx512<U>(in.new_spill, total, 0, new_bits);
+    return total;
+  }
+#endif
+  for (uint32_t w = 0; w < windows; ++w) {
+    for (uint32_t k = in.window_first[w]; k < in.window_first[w + 1]; ++k) {
+      positions[k] = w * kCaptureWindow + in.positions[k];
     }
   }
-  return count;
+  for (uint32_t k = 0; k < total; ++k) {
+    old_bits[k] = load_elem<U>(in.old_spill, k);
+    new_bits[k] = load_elem<U>(in.new_spill, k);
+  }
+  return total;
 }
 
 }  // namespace
@@ -198,9 +285,10 @@ uint32_t capture_and_copy_changes(uint8_t* live, const uint8_t* new_bytes, uint3
 }
 
 uint32_t expand_capture(const uint8_t* capture, uint32_t n, size_t elem_size, uint32_t* positions,
-                        uint32_t* old_bits) {
-  return kernels::dispatch(
-      elem_size, [&]<typename U>() { return expand_typed<U>(capture, n, positions, old_bits); });
+                        uint32_t* old_bits, uint32_t* new_bits) {
+  return kernels::dispatch(elem_size, [&]<typename U>() {
+    return expand_typed<U>(capture, n, positions, old_bits, new_bits);
+  });
 }
 
 }  // namespace weightcast

@@ -2,12 +2,14 @@
 // encoding needs later, so that the write itself costs little beyond the copy and the encoding
 // runs elsewhere (DeltaRecorder with a DeferredEncoder, deferred_encoder.h).
 //
-// A capture of a run of n elements is, per 64-byte block b of the run (64 / elem_size lanes;
-// the last block may be partial), a lane mask of its changed elements (bit i for element
-// b * (64 / elem_size) + i; two 32-bit words for 1-byte elements, one otherwise), and the old
-// values of the changed elements, packed in ascending order (the spill). With AVX-512 VBMI2 a
-// block costs its compare, the store of the new values, a compress of the old ones and two
-// stores into a few cache lines, with no branch that depends on the data.
+// A capture of a run of n elements holds, in ascending order, each changed element's position,
+// its old value and its new value, packed in three arrays, so that the encoding reads the
+// capture alone: neither the live tensor (whose lines have left the writer's cache by then, a
+// miss per change) nor a mask per block (a walk over every block, changed or not). Positions
+// are 16 bits within windows of kCaptureWindow elements; a header gives how many changes come
+// before each window and the total. With AVX-512 VBMI2 a 64-byte block costs its compare, the
+// store of the new values, three compresses in registers and three 16-byte stores (64-byte
+// ones in the rare dense block), with no branch that depends on the data.
 #pragma once
 
 #include <cstddef>
@@ -15,23 +17,26 @@
 
 namespace weightcast {
 
-// Blocks of a run of n elements: ceil(n * elem_size / 64).
-constexpr uint32_t capture_blocks(uint32_t n, size_t elem_size) {
-  const auto lanes = static_cast<uint32_t>(64 / elem_size);
-  return (n + lanes - 1) / lanes;
+inline constexpr uint32_t kCaptureWindow = 1u << 16;
+
+constexpr uint32_t capture_windows(uint32_t n) {
+  return (n + kCaptureWindow - 1) / kCaptureWindow;
 }
-// 32-bit mask words of a capture of n elements.
-constexpr size_t capture_mask_words(uint32_t n, size_t elem_size) {
-  return size_t{capture_blocks(n, elem_size)} * (elem_size == 1 ? 2 : 1);
+// The header is (windows + 1) 32-bit counts; the positions follow, 64-byte aligned, with room
+// for n + 32 of them (the vector kernels store 64 bytes past the last position).
+constexpr size_t capture_positions_offset(uint32_t n) {
+  return (size_t{capture_windows(n) + 1} * 4 + 63) / 64 * 64;
 }
-// Where the spill starts in a capture buffer (64-byte aligned from the buffer's start).
-constexpr size_t capture_spill_offset(uint32_t n, size_t elem_size) {
-  return (capture_mask_words(n, elem_size) * 4 + 63) / 64 * 64;
+// Each value spill has room for every element plus 64 bytes written past the packed values.
+constexpr size_t capture_spill_offset(uint32_t n, size_t /*elem_size*/) {
+  return capture_positions_offset(n) + (size_t{n} * 2 + 64 + 63) / 64 * 64;
 }
-// Bytes a capture buffer of n elements needs: masks, then the spill with room for every
-// element plus 64 bytes the vector kernels may write past the packed values.
-constexpr size_t capture_bytes(uint32_t n, size_t elem_size) {
+constexpr size_t capture_new_spill_offset(uint32_t n, size_t elem_size) {
   return capture_spill_offset(n, elem_size) + size_t{n} * elem_size + 64;
+}
+// Bytes a capture buffer of n elements needs: the header, the positions, the two spills.
+constexpr size_t capture_bytes(uint32_t n, size_t elem_size) {
+  return capture_new_spill_offset(n, elem_size) + size_t{n} * elem_size + 64;
 }
 
 // Writes `new_bytes` over `live` (n elements of `elem_size` bytes: 1, 2 or 4) and captures the
@@ -41,9 +46,9 @@ uint32_t capture_and_copy_changes(uint8_t* live, const uint8_t* new_bytes, uint3
                                   size_t elem_size, uint8_t* capture);
 
 // The changed positions of a capture of `n` elements in ascending order, with each one's old
-// bits (zero-extended), as scan_and_copy_changes gives them (change_scan.h); returns their
-// number. `positions` and `old_bits` need room for n entries.
+// and new bits (zero-extended), the first two as scan_and_copy_changes gives them
+// (change_scan.h); returns their number. The outputs need room for n entries each.
 uint32_t expand_capture(const uint8_t* capture, uint32_t n, size_t elem_size, uint32_t* positions,
-                        uint32_t* old_bits);
+                        uint32_t* old_bits, uint32_t* new_bits);
 
 }  // namespace weightcast

@@ -103,7 +103,7 @@ void encode_chunk(const uint8_t* old_bytes, const uint8_t* new_bytes, uint32_t l
 
 void encode_scanned_chunk(uint32_t n, const uint8_t* new_bytes, uint32_t length, size_t es,
                           uint64_t global_first, uint32_t allowed_modes, ChunkScratch& scratch,
-                          EncodedChunk* out) {
+                          EncodedChunk* out, bool captured_new_bits) {
   out->bytes.clear();
   out->changed = n;
   out->checksum_change = 0;
@@ -114,8 +114,9 @@ void encode_scanned_chunk(uint32_t n, const uint8_t* new_bytes, uint32_t length,
   const uint32_t* old_bits = scratch.old_bits.data();
   uint32_t* values = scratch.values.data();
   out->checksum_change = kernels::dispatch(es, [&]<typename U>() {
-    return kernels::encode_scanned_values<U>(old_bits, new_bytes, positions, n, global_first,
-                                             values);
+    return kernels::encode_scanned_values<U>(old_bits,
+                                             captured_new_bits ? scratch.new_bits.data() : nullptr,
+                                             new_bytes, positions, n, global_first, values);
   });
   encode_changes(new_bytes, length, es, n, allowed_modes, scratch, out);
 }

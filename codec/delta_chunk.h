@@ -28,6 +28,7 @@ struct ChunkScratch {
   std::vector<uint32_t> positions;
   std::vector<uint32_t> values;
   std::vector<uint32_t> old_bits;  // encode_scanned_chunk: the changed elements' old bits
+  std::vector<uint32_t> new_bits;  // and, from a capture (change_capture.h), their new bits
 };
 
 struct EncodedChunk {
@@ -45,10 +46,11 @@ void encode_chunk(const uint8_t* old_bytes, const uint8_t* new_bytes, uint32_t l
 // The same bytes from a scan made already: scratch.positions[0, n) the changed positions in
 // ascending order and scratch.old_bits[0, n) their old bits (scan_and_copy_changes,
 // change_scan.h), `new_bytes` the chunk's new values (all `length` of them: a dense chunk is
-// stored raw).
+// stored raw). With `captured_new_bits`, the changes' new bits are read from
+// scratch.new_bits[0, n) instead (expand_capture), and `new_bytes` only for a raw chunk.
 void encode_scanned_chunk(uint32_t n, const uint8_t* new_bytes, uint32_t length, size_t elem_size,
                           uint64_t global_first, uint32_t allowed_modes, ChunkScratch& scratch,
-                          EncodedChunk* out);
+                          EncodedChunk* out, bool captured_new_bits = false);
 
 // A decoded chunk: ascending positions with their values, or (raw) the new values.
 struct DecodedChunk {

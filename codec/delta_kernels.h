@@ -41,40 +41,49 @@ inline uint64_t change_term(uint64_t global, U old_bits, U new_bits) {
                          uint64_t{checksum_fmix32(uint32_t{old_bits} ^ kChecksumSeed32)});
 }
 
-// values[k] = zigzag(new - old) - 1 at each changed position, with old_at(k) the old bits of
-// change k; returns the checksum change.
-template <typename U, typename OldAt>
-uint64_t encode_values_from(OldAt old_at, const uint8_t* new_bytes, const uint32_t* positions,
-                            uint32_t n, uint64_t global_first, uint32_t* values) {
+// values[k] = zigzag(new - old) - 1 at each changed position, with old_at(k) and new_at(k) the
+// old and new bits of change k; returns the checksum change.
+template <typename U, typename OldAt, typename NewAt>
+uint64_t encode_values_from(OldAt old_at, NewAt new_at, const uint32_t* positions, uint32_t n,
+                            uint64_t global_first, uint32_t* values) {
   constexpr unsigned w = sizeof(U) * 8;
   uint64_t sum = 0;
   for (uint32_t k = 0; k < n; ++k) {
     const U o = old_at(k);
-    const U v = load<U>(new_bytes + size_t{positions[k]} * sizeof(U));
+    const U v = new_at(k);
     values[k] = value_from_diff(static_cast<uint32_t>(static_cast<U>(v - o)), w);
     sum += change_term<U>(global_first + positions[k], o, v);
   }
   return sum;
 }
 
-// The old values read from `old_bytes` at the positions.
+// The old and new values read from `old_bytes` and `new_bytes` at the positions.
 template <typename U>
 uint64_t encode_values(const uint8_t* old_bytes, const uint8_t* new_bytes,
                        const uint32_t* positions, uint32_t n, uint64_t global_first,
                        uint32_t* values) {
   return encode_values_from<U>(
-      [&](uint32_t k) { return load<U>(old_bytes + size_t{positions[k]} * sizeof(U)); }, new_bytes,
-      positions, n, global_first, values);
+      [&](uint32_t k) { return load<U>(old_bytes + size_t{positions[k]} * sizeof(U)); },
+      [&](uint32_t k) { return load<U>(new_bytes + size_t{positions[k]} * sizeof(U)); }, positions,
+      n, global_first, values);
 }
 
 // The old values gathered by the scan (old_bits[k] at positions[k]), for when they are
-// overwritten already (scan_and_copy_changes).
+// overwritten already (scan_and_copy_changes); the new ones from `new_bytes`, or, when
+// new_bits is given, new_bits[k] (a capture, change_capture.h).
 template <typename U>
-uint64_t encode_scanned_values(const uint32_t* old_bits, const uint8_t* new_bytes,
-                               const uint32_t* positions, uint32_t n, uint64_t global_first,
-                               uint32_t* values) {
-  return encode_values_from<U>([&](uint32_t k) { return static_cast<U>(old_bits[k]); }, new_bytes,
-                               positions, n, global_first, values);
+uint64_t encode_scanned_values(const uint32_t* old_bits, const uint32_t* new_bits,
+                               const uint8_t* new_bytes, const uint32_t* positions, uint32_t n,
+                               uint64_t global_first, uint32_t* values) {
+  const auto old_at = [&](uint32_t k) { return static_cast<U>(old_bits[k]); };
+  if (new_bits != nullptr) {
+    return encode_values_from<U>(
+        old_at, [&](uint32_t k) { return static_cast<U>(new_bits[k]); }, positions, n, global_first,
+        values);
+  }
+  return encode_values_from<U>(
+      old_at, [&](uint32_t k) { return load<U>(new_bytes + size_t{positions[k]} * sizeof(U)); },
+      positions, n, global_first, values);
 }
 
 // Adds the decoded differences into a contiguous destination whose element 0 has chunk

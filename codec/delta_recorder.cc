@@ -78,10 +78,12 @@ void DeltaRecorder::encode_captured(uint32_t chunk, const uint8_t* live, const u
   const uint32_t length = header_.chunk_length(chunk);
   scratch.positions.resize(length);
   scratch.old_bits.resize(length);
+  scratch.new_bits.resize(length);
   const uint32_t n = expand_capture(capture, length, elem_size_, scratch.positions.data(),
-                                    scratch.old_bits.data());
+                                    scratch.old_bits.data(), scratch.new_bits.data());
   encode_scanned_chunk(n, live, length, elem_size_, uint64_t{header_.chunk_elements} * chunk,
-                       options_.allowed_modes, scratch, &chunks_[chunk]);
+                       options_.allowed_modes, scratch, &chunks_[chunk],
+                       /*captured_new_bits=*/true);
   encoded(chunk);
 }
 

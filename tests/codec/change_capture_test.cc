@@ -1,7 +1,8 @@
 // The hooked write's capture (codec/change_capture.h): capture_and_copy_changes leaves the new
 // values in the live buffer and, expanded (expand_capture), gives exactly the positions and old
-// bits that scan_and_copy_changes gives, for every element size, length (partial last blocks
-// included) and density, on the AVX-512, AVX2 and portable kernels (tests/CMakeLists.txt).
+// bits that scan_and_copy_changes gives (and the new bits), for every element size, length (partial
+// last blocks included) and density, on the AVX-512, AVX2 and portable kernels
+// (tests/CMakeLists.txt).
 #include "codec/change_capture.h"
 
 #include <gtest/gtest.h>
@@ -47,20 +48,26 @@ TEST_P(ChangeCapture, ExpandsToTheScansPositionsAndOldBits) {
   EXPECT_EQ(changed, want);
   EXPECT_EQ(capture.back(), 0xA5) << "wrote past capture_bytes";
 
-  std::vector<uint32_t> positions(n + 1, 0xDEADBEEF), old_bits(n + 1, 0xDEADBEEF);
-  const uint32_t found = expand_capture(capture.data(), n, es, positions.data(), old_bits.data());
+  std::vector<uint32_t> positions(n + 1, 0xDEADBEEF), old_bits(n + 1, 0xDEADBEEF),
+      new_bits(n + 1, 0xDEADBEEF);
+  const uint32_t found =
+      expand_capture(capture.data(), n, es, positions.data(), old_bits.data(), new_bits.data());
   ASSERT_EQ(found, want);
   for (uint32_t k = 0; k < found; ++k) {
     ASSERT_EQ(positions[k], want_positions[k]) << "change " << k;
     ASSERT_EQ(old_bits[k], want_old[k]) << "old bits of change " << k;
+    uint32_t expected_new = 0;
+    std::memcpy(&expected_new, after.data() + size_t{positions[k]} * es, es);  // little-endian
+    ASSERT_EQ(new_bits[k], expected_new) << "new bits of change " << k;
   }
   EXPECT_EQ(positions[n], 0xDEADBEEFu) << "wrote past the n entries";
+  EXPECT_EQ(new_bits[n], 0xDEADBEEFu) << "wrote past the n entries";
 }
 
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (size_t es : {1, 2, 4}) {
-    for (uint32_t n : {0u, 1u, 15u, 16u, 33u, 64u, 65u, 1000u, 65536u}) {
+    for (uint32_t n : {0u, 1u, 15u, 16u, 33u, 64u, 65u, 1000u, 65536u, 3u * 65536u + 77u}) {
       for (double d : {0.0, 0.01, 0.5, 1.0}) out.push_back({es, n, d});
     }
   }
