@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "src/control/curve_keys.h"
+#include "src/control/group_config_demo.h"
 #include "src/control/group_config_nccl.h"
 #include "src/control/yaml_field_reader.h"
 #include "transport/file_io.h"
@@ -25,13 +26,6 @@ namespace weightcast {
 namespace {
 
 constexpr uint64_t kU32Max = std::numeric_limits<uint32_t>::max();
-constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
-
-// Defaults of the optional demo section (docs/CONFIG.md).
-constexpr uint64_t kDefaultDemoParameters = 268435456;
-constexpr double kDefaultDemoDensity = 0.01;
-constexpr uint64_t kDefaultDemoVersions = 20;
-constexpr uint64_t kDefaultDemoSeed = 1;
 
 using yaml_field::child;
 using yaml_field::describe;
@@ -285,43 +279,6 @@ Status parse_ranks(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg
   return ok_status();
 }
 
-Status parse_demo(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg) {
-  if (!n.IsDefined()) return ok_status();
-  RETURN_IF_ERROR(r.mapping(n, "demo",
-                            {"parameters", "density", "versions", "seed", "step_interval_ms",
-                             "publisher_mode", "figures_path"}));
-  auto* d = cfg.mutable_demo();
-  ASSIGN_OR_RETURN(uint64_t params, r.uint_field(n, "demo", "parameters", kDefaultDemoParameters,
-                                                 kMinDemoParameters, kMaxDemoParameters));
-  ASSIGN_OR_RETURN(uint64_t versions,
-                   r.uint_field(n, "demo", "versions", kDefaultDemoVersions, 1, kMaxDemoVersions));
-  ASSIGN_OR_RETURN(uint64_t seed, r.uint_field(n, "demo", "seed", kDefaultDemoSeed, 0, kU64Max));
-  ASSIGN_OR_RETURN(uint64_t step, r.uint_field(n, "demo", "step_interval_ms", 0, 0, kMaxTimeoutMs));
-  double density = kDefaultDemoDensity;
-  if (n["density"].IsDefined()) {
-    ASSIGN_OR_RETURN(density, r.real(n["density"], "demo.density"));
-    if (!(density > 0 && density <= kMaxDemoDensity)) {
-      return r.fail("demo.density", describe(n["density"]) + " is not in (0, 0.5]");
-    }
-  }
-  d->set_parameters(params);
-  d->set_density(density);
-  d->set_versions(versions);
-  d->set_seed(seed);
-  d->set_step_interval_ms(static_cast<uint32_t>(step));
-  if (n["publisher_mode"].IsDefined()) {
-    ASSIGN_OR_RETURN(std::string mode, r.str(n["publisher_mode"], "demo.publisher_mode"));
-    if (mode != "snapshot" && mode != "hooked") {
-      return r.fail("demo.publisher_mode", "'" + mode + "' is not snapshot or hooked");
-    }
-    d->set_publisher_mode(mode);
-  }
-  if (n["figures_path"].IsDefined()) {
-    ASSIGN_OR_RETURN(*d->mutable_figures_path(), r.str(n["figures_path"], "demo.figures_path"));
-  }
-  return ok_status();
-}
-
 Result<proto::GroupConfig> parse_root(const Reader& r, const YAML::Node& root) {
   RETURN_IF_ERROR(r.mapping(root, "",
                             {"group_id", "coordinator", "journal", "transports", "max_in_flight",
@@ -345,7 +302,7 @@ Result<proto::GroupConfig> parse_root(const Reader& r, const YAML::Node& root) {
   RETURN_IF_ERROR(parse_timeouts(r, root["timeouts"], cfg));
   RETURN_IF_ERROR(parse_curve(r, root["curve"], cfg));
   RETURN_IF_ERROR(parse_ranks(r, root["ranks"], cfg));
-  RETURN_IF_ERROR(parse_demo(r, root["demo"], cfg));
+  RETURN_IF_ERROR(parse_demo_section(r, root["demo"], cfg));
   return cfg;
 }
 
