@@ -42,10 +42,10 @@ class DeltaRecorder {
   // Whole chunks are compared and copied in one pass; nothing is written where the record is
   // refused. Without `encoder` each whole chunk is encoded in the call (scan_and_copy_changes).
   // With one, the pass only captures the change (capture_and_copy_changes, into an encoder
-  // slot) and the chunk is encoded on the encoder's worker from the capture and the new values
-  // `live` then holds: `live` must stay valid and unwritten until encoder->drain(), which must
-  // return before finish(), target_checksum() or the recorder's destruction. The records are
-  // the same either way.
+  // slot) and the chunk is encoded on the encoder's worker from the capture (a chunk dense
+  // enough to be stored raw from the new values `live` then holds): `live` must stay valid and
+  // unwritten until encoder->drain(), which must return before finish(), target_checksum() or
+  // the recorder's destruction. The records are the same either way.
   [[nodiscard]] Status record_write(uint64_t first, uint64_t count, uint8_t* live,
                                     const uint8_t* new_bytes, DeferredEncoder* encoder = nullptr);
 

@@ -15,7 +15,7 @@ namespace {
 // Elements handled per pass of a write: one delta chunk, so that its old and new bytes are
 // still in cache when the new ones are written over the old.
 constexpr uint64_t kPieceElements = kDefaultChunkElements;
-// Captures waiting for the step's encoder thread, at most (each a chunk's masks and spill).
+// Captures waiting for the step's encoder thread, at most (each one chunk's, change_capture.h).
 constexpr size_t kEncoderSlots = 32;
 // CUDA writes go through host staging in pieces of at most this many bytes.
 constexpr uint64_t kCudaPieceBytes = uint64_t{8} << 20;

@@ -1,8 +1,8 @@
 // The hooked write's capture (codec/change_capture.h): capture_and_copy_changes leaves the new
 // values in the live buffer and, expanded (expand_capture), gives exactly the positions and old
-// bits that scan_and_copy_changes gives (and the new bits), for every element size, length (partial
-// last blocks included) and density, on the AVX-512, AVX2 and portable kernels
-// (tests/CMakeLists.txt).
+// bits that scan_and_copy_changes gives, and the new bits, for every element size, length
+// (partial last blocks and several position windows included) and density, on the AVX-512,
+// AVX2 and portable kernels (tests/CMakeLists.txt).
 #include "codec/change_capture.h"
 
 #include <gtest/gtest.h>
@@ -12,17 +12,12 @@
 #include <vector>
 
 #include "codec/change_scan.h"
+#include "tests/codec/kernel_cases.h"
 
 namespace weightcast {
 namespace {
 
-struct Case {
-  size_t elem_size;
-  uint32_t n;
-  double density;
-};
-
-class ChangeCapture : public ::testing::TestWithParam<Case> {};
+class ChangeCapture : public ::testing::TestWithParam<KernelCase> {};
 
 TEST_P(ChangeCapture, ExpandsToTheScansPositionsAndOldBits) {
   const auto [es, n, density] = GetParam();
@@ -64,22 +59,10 @@ TEST_P(ChangeCapture, ExpandsToTheScansPositionsAndOldBits) {
   EXPECT_EQ(new_bits[n], 0xDEADBEEFu) << "wrote past the n entries";
 }
 
-std::vector<Case> cases() {
-  std::vector<Case> out;
-  for (size_t es : {1, 2, 4}) {
-    for (uint32_t n : {0u, 1u, 15u, 16u, 33u, 64u, 65u, 1000u, 65536u, 3u * 65536u + 77u}) {
-      for (double d : {0.0, 0.01, 0.5, 1.0}) out.push_back({es, n, d});
-    }
-  }
-  return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(Sizes, ChangeCapture, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return "es" + std::to_string(info.param.elem_size) + "_n" +
-                                  std::to_string(info.param.n) + "_d" +
-                                  std::to_string(static_cast<int>(info.param.density * 100));
-                         });
+INSTANTIATE_TEST_SUITE_P(Sizes, ChangeCapture,
+                         ::testing::ValuesIn(kernel_cases({0u, 1u, 15u, 16u, 33u, 64u, 65u, 1000u,
+                                                           65536u, 3u * 65536u + 77u})),
+                         kernel_case_name);
 
 }  // namespace
 }  // namespace weightcast

@@ -11,14 +11,10 @@
 #include <random>
 #include <vector>
 
+#include "tests/codec/kernel_cases.h"
+
 namespace weightcast {
 namespace {
-
-struct Case {
-  size_t elem_size;
-  uint32_t n;
-  double density;
-};
 
 uint32_t bits_at(const std::vector<uint8_t>& bytes, size_t es, uint32_t i) {
   uint32_t v = 0;
@@ -26,7 +22,7 @@ uint32_t bits_at(const std::vector<uint8_t>& bytes, size_t es, uint32_t i) {
   return v;
 }
 
-class ChangeScan : public ::testing::TestWithParam<Case> {};
+class ChangeScan : public ::testing::TestWithParam<KernelCase> {};
 
 TEST_P(ChangeScan, FindsExactlyTheChangedElementsAndCopiesTheNewOnes) {
   const auto [es, n, density] = GetParam();
@@ -63,22 +59,10 @@ TEST_P(ChangeScan, FindsExactlyTheChangedElementsAndCopiesTheNewOnes) {
   EXPECT_EQ(old_bits[n], 0xDEADBEEF) << "wrote past the n entries";
 }
 
-std::vector<Case> cases() {
-  std::vector<Case> out;
-  for (size_t es : {1, 2, 4}) {
-    for (uint32_t n : {0u, 1u, 15u, 16u, 31u, 64u, 65u, 1000u, 65536u}) {
-      for (double d : {0.0, 0.01, 0.5, 1.0}) out.push_back({es, n, d});
-    }
-  }
-  return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(Sizes, ChangeScan, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return "es" + std::to_string(info.param.elem_size) + "_n" +
-                                  std::to_string(info.param.n) + "_d" +
-                                  std::to_string(static_cast<int>(info.param.density * 100));
-                         });
+INSTANTIATE_TEST_SUITE_P(Sizes, ChangeScan,
+                         ::testing::ValuesIn(kernel_cases({0u, 1u, 15u, 16u, 31u, 64u, 65u, 1000u,
+                                                           65536u})),
+                         kernel_case_name);
 
 }  // namespace
 }  // namespace weightcast

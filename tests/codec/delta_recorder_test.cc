@@ -120,55 +120,48 @@ TEST(DeltaRecorder, PiecesInRandomOrderFromFourThreadsGiveTheSameBytes) {
   EXPECT_EQ(engine, v.new_bits);
 }
 
-TEST(DeltaRecorder, FusedWritesLeaveTheNewValuesAndGiveTheSameBytes) {
-  // record_write compares and copies in one pass (whole chunks) or records then copies (parts
-  // of chunks); pieces from two threads, in an order that splits chunks.
-  const Versions v(12);
+// Writes every element of `live` (v's old values) through record_write from two threads, the
+// second from element `split` on, so that the chunk holding `split` is written in two parts;
+// then checks the live values and the finished record.
+void write_from_two_threads(const Versions& v, uint64_t split, DeferredEncoder* encoder) {
   auto r = recorder_for(v);
   ASSERT_NE(r, nullptr);
   std::vector<uint16_t> live = v.old_bits;
   auto* bytes = reinterpret_cast<uint8_t*>(live.data());
-  const uint64_t split = 2 * kDefaultChunkElements + 1234;
   std::thread other([&] {
-    EXPECT_TRUE(r->record_write(split, kElements - split, bytes + 2 * split, v.new_at(split)).ok());
+    EXPECT_TRUE(
+        r->record_write(split, kElements - split, bytes + 2 * split, v.new_at(split), encoder)
+            .ok());
   });
-  EXPECT_TRUE(r->record_write(0, split, bytes, v.new_at(0)).ok());
+  EXPECT_TRUE(r->record_write(0, split, bytes, v.new_at(0), encoder).ok());
   other.join();
+  if (encoder != nullptr) encoder->drain();
   EXPECT_EQ(live, v.new_bits);
   auto done = r->finish();
   ASSERT_TRUE(done.ok()) << done.status().to_string();
   EXPECT_EQ(done->record, v.expected_record());
 }
 
+TEST(DeltaRecorder, FusedWritesLeaveTheNewValuesAndGiveTheSameBytes) {
+  // record_write compares and copies in one pass (whole chunks) or records then copies (parts
+  // of chunks); pieces from two threads, in an order that splits chunks.
+  write_from_two_threads(Versions(12), 2 * kDefaultChunkElements + 1234, nullptr);
+}
+
 TEST(DeltaRecorder, DeferredEncodingGivesTheSameBytes) {
   // With an encoder the writes only capture the change; the chunks are encoded on its worker
-  // (two slots: writers wait for it) from the values then in the live buffer. A chunk the
-  // slot cannot hold is encoded in the write, as without an encoder.
+  // (two slots: writers wait for it) from the captures. A chunk the slot cannot hold is
+  // encoded in the write, as without an encoder.
   const Versions v(14);
-  auto r = recorder_for(v);
-  ASSERT_NE(r, nullptr);
-  std::vector<uint16_t> live = v.old_bits;
-  auto* bytes = reinterpret_cast<uint8_t*>(live.data());
   {
     DeferredEncoder encoder(2, capture_bytes(kDefaultChunkElements, 2));
-    const uint64_t split = 3 * kDefaultChunkElements + 99;
-    std::thread other([&] {
-      EXPECT_TRUE(
-          r->record_write(split, kElements - split, bytes + 2 * split, v.new_at(split), &encoder)
-              .ok());
-    });
-    EXPECT_TRUE(r->record_write(0, split, bytes, v.new_at(0), &encoder).ok());
-    other.join();
-    encoder.drain();
+    write_from_two_threads(v, 3 * kDefaultChunkElements + 99, &encoder);
   }
-  EXPECT_EQ(live, v.new_bits);
-  auto done = r->finish();
-  ASSERT_TRUE(done.ok()) << done.status().to_string();
-  EXPECT_EQ(done->record, v.expected_record());
 
   auto small = recorder_for(v);
   ASSERT_NE(small, nullptr);
-  live = v.old_bits;
+  std::vector<uint16_t> live = v.old_bits;
+  auto* bytes = reinterpret_cast<uint8_t*>(live.data());
   DeferredEncoder tiny(1, 64);
   ASSERT_TRUE(small->record_write(0, kElements, bytes, v.new_at(0), &tiny).ok());
   tiny.drain();
