@@ -49,7 +49,7 @@ class DeferredEncoder {
   std::condition_variable work_, progress_;
   bool worker_idle_ = false;
   size_t waiters_ = 0;
-  std::vector<uint8_t*> free_;
+  std::deque<uint8_t*> free_;
   std::deque<std::pair<uint8_t*, std::function<void()>>> queue_;
   size_t running_ = 0;
   bool stop_ = false;
