@@ -1,4 +1,4 @@
-// The NCCL schedule's overhead over bare ncclBroadcast calls of the same buckets (issue 9):
+// The NCCL schedule's overhead over bare ncclBroadcast calls of the same buckets:
 //
 //   nccl_bucket_bench [--bytes N] [--bucket-bytes B] [--repetitions R] [--help]
 //

@@ -1,4 +1,4 @@
-// The tensor checksum of DESIGN §3, the one definition used by every implementation:
+// The tensor checksum of ARCHITECTURE.md §3, the one definition used by every implementation:
 //
 //   C(T) = sum over i of (i + 1) * m(bits_i)   (mod 2^64)
 //

@@ -1,6 +1,6 @@
-// Coalescing copies (DESIGN §4): a list of region copy requests becomes a plan of transfers,
-// each one contiguous source range copied once; every request then reads its bytes as a slice
-// of its transfer. Pure: nothing is copied here (transport/copy_executor.h runs plans).
+// Coalescing copies (ARCHITECTURE.md §4): a list of region copy requests becomes a plan of
+// transfers, each one contiguous source range copied once; every request then reads its bytes as a
+// slice of its transfer. Pure: nothing is copied here (transport/copy_executor.h runs plans).
 //
 // The rule, from the "coalesce packed-expert checkpoint copies" seed: a run of requests is
 // merged only when it is complete (it covers its whole source allocation, e.g. all experts of

@@ -1,5 +1,5 @@
-// Exact deduplication of tensors (DESIGN §4): tensors are the same storage when dtype, shape
-// and every byte are equal. Fingerprints (dtype, shape, XXH3-128 of the bytes) group
+// Exact deduplication of tensors (ARCHITECTURE.md §4): tensors are the same storage when dtype,
+// shape and every byte are equal. Fingerprints (dtype, shape, XXH3-128 of the bytes) group
 // candidates; a byte compare confirms each match, so +0.0 and -0.0 stay different, NaN
 // payloads are kept, and a hash collision can never merge different tensors.
 #pragma once

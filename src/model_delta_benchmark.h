@@ -1,4 +1,4 @@
-// `weightcast bench model-delta` (issue 9): the bytes one version's delta moves for a whole
+// `weightcast bench model-delta`: the bytes one version's delta moves for a whole
 // synthetic MoE model (codec/model_shapes.h) against its raw bf16 bytes, at full scale on a
 // machine with far less memory than the model.
 //

@@ -1,4 +1,4 @@
-// Host staging memory for the copy executors (issue 4), and a pool that lets later plans reuse
+// Host staging memory for the copy executors, and a pool that lets later plans reuse
 // it. Fresh anonymous memory costs a page fault (and the kernel zeroing the page) on first
 // touch; on `weightcast bench coalesce` that was most of an export's time. So:
 //  - large buffers (kMappedThreshold and up) are mmap-ed and pre-faulted range by range with

@@ -1,4 +1,5 @@
-// The data-plane interface every backend implements (DESIGN §5): fs (the journal), ucx, nccl.
+// The data-plane interface every backend implements (ARCHITECTURE.md §5): fs (the journal), ucx,
+// nccl.
 //
 // A version's payload is a list of named parts (byte blobs). A publisher makes all parts of a
 // version available at once; a subscriber learns which versions exist, describes one (its

@@ -40,10 +40,13 @@ class LocalGroup:
 
     ``transports``: the config's list in preference order (default ``["fs"]``: the journal).
     ``timeouts``: overrides of the config's ``timeouts`` map (milliseconds).
+    ``snapshot``: where snapshot mode keeps CUDA tensors' copy, ``"host"`` or ``"device"``
+    (the config's ``publisher.snapshot``; absent: the default, host).
     """
 
     def __init__(self, work_dir, subscribers=1, *, transports=("fs",), anchor_every=5,
-                 max_in_flight=2, timeouts=None, group_id="python-local", weightcastd=None):
+                 max_in_flight=2, timeouts=None, group_id="python-local", weightcastd=None,
+                 snapshot=None):
         os.makedirs(work_dir, exist_ok=True)
         self.work_dir = os.fspath(work_dir)
         self.subscribers = subscribers
@@ -57,6 +60,10 @@ class LocalGroup:
             f"journal: {{root: journal, anchor_every: {anchor_every}, retain_anchors: 2}}",
             f"transports: [{', '.join(transports)}]",
             f"max_in_flight: {max_in_flight}",
+        ]
+        if snapshot is not None:
+            lines.append(f"publisher: {{snapshot: {snapshot}}}")
+        lines += [
             "timeouts: {" + ", ".join(f"{k}: {v}" for k, v in t.items()) + "}",
             "ranks:",
             "  - {rank: 0, role: coordinator}",

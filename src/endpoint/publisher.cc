@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <set>
 #include <span>
 #include <utility>
@@ -258,15 +259,31 @@ Status Publisher::run_job(PublishJob& job) {
   RETURN_IF_ERROR(wait_for_credit(job.version));
   const auto started = std::chrono::steady_clock::now();
   const uint64_t started_unix = unix_us();
-  const auto reads_done = [&job] {
+  // Hooked tensors first: their records, and the guard (publisher_step.cc). The guard of host
+  // tensors reads them beside the journal write below and must pass before the version
+  // commits (SnapshotAdvance::before_commit); the live tensors count as read once it returned.
+  std::vector<std::optional<EncodedDelta>> records(tensors_.size());
+  bool from_head = true;
+  if (job.step) {
+    RETURN_IF_ERROR(finish_step(job, &records, &from_head));
+    RETURN_IF_ERROR(guard_live(job, records, /*cuda=*/true));
+  }
+  std::future<Status> host_guard;  // joined before `records` and `job` go
+  if (job.step) {
+    host_guard = std::async(std::launch::async,
+                            [this, &job, &records] { return guard_live(job, records, false); });
+  }
+  Status guard_status = ok_status();
+  const auto join_guard = [&]() -> Status {
+    if (host_guard.valid()) guard_status = host_guard.get();
+    return guard_status;
+  };
+  const auto reads_done = [&job, &join_guard] {
+    (void)join_guard();
     std::lock_guard<std::mutex> lock(job.mu);
     job.reads_done = true;
     job.cv.notify_all();
   };
-  // Hooked tensors first: the guard, and their records (publisher_step.cc).
-  std::vector<std::optional<EncodedDelta>> records(tensors_.size());
-  bool from_head = true;
-  if (job.step) RETURN_IF_ERROR(guard_step(job, &records, &from_head));
   RETURN_IF_ERROR(allocate_snapshot(job.version));
   if (first_job_) {
     first_job_ = false;
@@ -343,7 +360,8 @@ Status Publisher::run_job(PublishJob& job) {
   }
   // A changed 8-byte staged tensor has no record and its snapshot already holds it: the
   // version is an anchor without a delta.
-  SnapshotAdvance advance{snapshot, reads_done, encoded, !from_head || wide_changed, {}};
+  SnapshotAdvance advance{snapshot, reads_done, encoded, !from_head || wide_changed,
+                          {},       join_guard};
   if (job.step && job.step->anchor_) {
     Status streamed = stream_snapshot_tensors(*job.step, current, &advance);
     if (!streamed.ok()) return streamed.with_context("version " + std::to_string(job.version));

@@ -1,4 +1,4 @@
-// The publisher endpoint a trainer embeds (../shared/DESIGN.md "Who uses it"): register the
+// The publisher endpoint a trainer embeds (docs/ARCHITECTURE.md §1): register the
 // model's tensors once, then publish(version) after every optimizer step (snapshot mode), or
 // write each step's new values through a PublishStep (hooked mode, publish_step.h).
 //
@@ -156,9 +156,17 @@ class Publisher {
   // The same for a tensor with a device snapshot: diffed on its GPU, then copied over it.
   Status read_device(size_t i, uint64_t version, bool from_snapshot,
                      std::optional<EncodedDelta>* record);
-  // Hooked mode (publisher_step.cc): the guard of a step's tensors, then their records.
-  Status guard_step(PublishJob& job, std::vector<std::optional<EncodedDelta>>* records,
-                    bool* from_head);
+  // Hooked mode (publisher_step.cc). finish_step: the step's records (its encoder drained)
+  // and whether they follow the journal's head. guard_live: the guard over the step's hooked
+  // tensors on the GPU (`cuda`) or on the host, which must pass before the version commits;
+  // on success the tensors' live checksums become the records' targets.
+  Status finish_step(PublishJob& job, std::vector<std::optional<EncodedDelta>>* records,
+                     bool* from_head);
+  Status guard_live(PublishJob& job, const std::vector<std::optional<EncodedDelta>>& records,
+                    bool cuda);
+  // A refused step: the live tensors are in a state no record describes, so the next step
+  // starts from their checksums (and, not following the head, is an anchor).
+  Status refuse_step(const PublishJob& job, const Status& why);
   Result<uint64_t> live_checksum(size_t tensor) const;
   bool any_hooked() const;
   // Whether the step of `version` is an anchor whatever its writes (waits for the queued

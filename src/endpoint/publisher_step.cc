@@ -194,34 +194,55 @@ Result<PublishHandle> Publisher::publish_step(std::shared_ptr<PublishStep> step)
   return PublishHandle(job, this);
 }
 
-Status Publisher::guard_step(PublishJob& job, std::vector<std::optional<EncodedDelta>>* records,
-                             bool* from_head) {
+Status Publisher::refuse_step(const PublishJob& job, const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::fill(live_checksums_.begin(), live_checksums_.end(), std::nullopt);
+  return why.with_context("version " + std::to_string(job.version) + " refused, nothing published");
+}
+
+Status Publisher::finish_step(PublishJob& job, std::vector<std::optional<EncodedDelta>>* records,
+                              bool* from_head) {
   PublishStep& step = *job.step;
-  const std::string version = std::to_string(job.version);
-  const auto refuse = [&](const Status& why) {
-    // The live tensors are in a state no record describes: the next step starts from their
-    // checksums, and (not following the journal's head) is published as an anchor.
-    std::lock_guard<std::mutex> lock(mu_);
-    std::fill(live_checksums_.begin(), live_checksums_.end(), std::nullopt);
-    return why.with_context("version " + version + " refused, nothing published");
-  };
   {
     std::lock_guard<std::mutex> lock(step.mu_);
-    if (!step.failed_.ok()) return refuse(step.failed_);
+    if (!step.failed_.ok()) return refuse_step(job, step.failed_);
   }
   if (step.encoder_) step.encoder_->drain();  // the chunks the writes left to encode
   for (auto& h : step.hooked_) {
     auto record = h.recorder->finish();
-    if (!record.ok()) return refuse(record.status());
+    if (!record.ok()) return refuse_step(job, record.status());
     (*records)[h.tensor] = std::move(*record);
   }
+  // The records describe the journal's head's successor only if the step began from it.
+  const proto::StepManifest* head = writer_->head_manifest();
+  *from_head = head != nullptr && head->version() + 1 == job.version &&
+               head->tensors_size() == static_cast<int>(tensors_.size());
+  for (const auto& h : step.hooked_) {
+    if (!*from_head) break;
+    const auto& before = head->tensors(static_cast<int>(h.tensor));
+    *from_head = before.name() == h.live.name &&
+                 before.checksum() == (*records)[h.tensor]->header.base_checksum;
+  }
+  if (!*from_head && options_.log && head != nullptr) {
+    options_.log("publisher: the step of version " + std::to_string(job.version) +
+                 " did not start from the journal's head (version " +
+                 std::to_string(head->version()) + "): publishing an anchor");
+  }
+  return ok_status();
+}
+
+Status Publisher::guard_live(PublishJob& job,
+                             const std::vector<std::optional<EncodedDelta>>& records, bool cuda) {
+  PublishStep& step = *job.step;
   // The guard: what the live bytes hold is what the step's writes made, nothing else. One
   // pass over every hooked tensor: the small host ones side by side on the pool, each on one
   // thread; the large ones (and CUDA ones) one at a time, each spread over the pool.
-  const size_t n = step.hooked_.size();
-  std::vector<Result<uint64_t>> live(n, Result<uint64_t>(uint64_t{0}));
-  std::vector<size_t> small, large;
-  for (size_t k = 0; k < n; ++k) {
+  std::vector<size_t> mine, small, large;
+  for (size_t k = 0; k < step.hooked_.size(); ++k) {
+    if ((tensors_[step.hooked_[k].tensor].memory == MemoryKind::kCuda) == cuda) mine.push_back(k);
+  }
+  std::vector<Result<uint64_t>> live(step.hooked_.size(), Result<uint64_t>(uint64_t{0}));
+  for (const size_t k : mine) {
     const TensorRef& t = tensors_[step.hooked_[k].tensor];
     const bool whole = t.memory == MemoryKind::kCuda || t.numel() * t.element_size() >= (16u << 20);
     (whole ? large : small).push_back(k);
@@ -230,36 +251,22 @@ Status Publisher::guard_step(PublishJob& job, std::vector<std::optional<EncodedD
     live[small[j]] = checksum_view(tensors_[step.hooked_[small[j]].tensor], 0, nullptr);
   });
   for (const size_t k : large) live[k] = live_checksum(step.hooked_[k].tensor);
-  for (size_t k = 0; k < n; ++k) {
+  for (const size_t k : mine) {
     const auto& h = step.hooked_[k];
-    const uint64_t expected = (*records)[h.tensor]->header.target_checksum;
-    if (!live[k].ok()) return refuse(live[k].status());
+    const uint64_t expected = records[h.tensor]->header.target_checksum;
+    if (!live[k].ok()) return refuse_step(job, live[k].status());
     if (*live[k] != expected) {
-      return refuse(failed_precondition(
-          "tensor '" + h.live.name + "' changed outside the step (live checksum " +
-          std::to_string(*live[k]) + ", the step's writes make " + std::to_string(expected) + ")"));
+      return refuse_step(
+          job, failed_precondition("tensor '" + h.live.name +
+                                   "' changed outside the step (live checksum " +
+                                   std::to_string(*live[k]) + ", the step's writes make " +
+                                   std::to_string(expected) + ")"));
     }
   }
-  // The records describe the journal's head's successor only if the step began from it.
-  const proto::StepManifest* head = writer_->head_manifest();
-  *from_head = head != nullptr && head->version() + 1 == job.version &&
-               head->tensors_size() == static_cast<int>(tensors_.size());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& h : step.hooked_) {
-      const auto& record = (*records)[h.tensor];
-      live_checksums_[h.tensor] = record->header.target_checksum;
-      if (*from_head) {
-        const auto& before = head->tensors(static_cast<int>(h.tensor));
-        *from_head =
-            before.name() == h.live.name && before.checksum() == record->header.base_checksum;
-      }
-    }
-  }
-  if (!*from_head && options_.log && head != nullptr) {
-    options_.log("publisher: the step of version " + version +
-                 " did not start from the journal's head (version " +
-                 std::to_string(head->version()) + "): publishing an anchor");
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const size_t k : mine) {
+    const auto& h = step.hooked_[k];
+    live_checksums_[h.tensor] = records[h.tensor]->header.target_checksum;
   }
   return ok_status();
 }

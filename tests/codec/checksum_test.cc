@@ -16,7 +16,7 @@ uint64_t checksum_of(const std::vector<T>& v, uint64_t first) {
   return checksum_range(v.data(), sizeof(T), v.size(), first);
 }
 
-// The vectors published in docs/FORMATS.md (and DESIGN §3).
+// The vectors published in docs/FORMATS.md (and ARCHITECTURE.md §3).
 TEST(Checksum, PublishedTestVectors) {
   EXPECT_EQ(checksum_of(std::vector<uint16_t>{1, 2, 3}, 0), 0x000000036345d8baull);
   EXPECT_EQ(checksum_of(std::vector<uint16_t>{0x7FC1, 0x8000}, uint64_t{1} << 40),

@@ -1,4 +1,4 @@
-// The codec on CUDA memory against the CPU codec (issue 8): checksums equal the published
+// The codec on CUDA memory against the CPU codec: checksums equal the published
 // vectors and the CPU's over contiguous, unaligned and strided views; the GPU encoder's
 // records equal the CPU encoder's byte for byte on random and adversarial inputs; GPU apply
 // equals CPU apply into contiguous, strided and sharded destinations; a double-applied,

@@ -1,4 +1,4 @@
-// Refuse / verify / revert (DESIGN §4) and applying into strided views and shards.
+// Refuse / verify / revert (ARCHITECTURE.md §4) and applying into strided views and shards.
 #include <gtest/gtest.h>
 #include <xxhash.h>
 

@@ -1,4 +1,4 @@
-// The coordinator's NCCL epochs (issue 9; coordinator_state.h, nccl_epochs.h) driven by hand:
+// The coordinator's NCCL epochs (coordinator_state.h, nccl_epochs.h) driven by hand:
 // which ranks are asked to make the group id and to join, when offers reach subscribers marked
 // with the epoch, and every way an epoch ends (a leave, a silent member, a restart, a failed
 // report, a formation past its deadline) with its members told to abort.

@@ -45,12 +45,41 @@ die() {
 
 command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] ||
   die "no nvcc here: the bundle needs the CUDA executor compiled (install the CUDA toolkit)"
+
+# The extension module is built for the device's python3 (its minor version, DEVICE_PYTHON;
+# tests/gpu/README.md), in a venv of that version here holding only nanobind. Without such an
+# interpreter here the bundle has no Python part and run.sh says so.
+DEVICE_PYTHON="${DEVICE_PYTHON:-3.12}"
+PY_VENV="$BUILD/py$DEVICE_PYTHON"
+python_args=()
+if [[ ! -x "$PY_VENV/bin/python" ]]; then
+  interp="$(command -v "python$DEVICE_PYTHON" || true)"
+  [[ -z "$interp" && -d "$HOME/.pyenv/versions" ]] &&
+    interp="$(ls -d "$HOME/.pyenv/versions/$DEVICE_PYTHON".*/bin/python3 2>/dev/null | tail -1)"
+  if [[ -n "$interp" ]]; then
+    mkdir -p "$BUILD"
+    "$interp" -m venv "$PY_VENV" && "$PY_VENV/bin/pip" install -q "nanobind>=2.4,<4" ||
+      die "could not make $PY_VENV with nanobind from $interp"
+  else
+    echo "build_bundle: no python$DEVICE_PYTHON here: the bundle will have no Python part" >&2
+  fi
+fi
+[[ -x "$PY_VENV/bin/python" ]] && python_args=(-DPython_EXECUTABLE="$PY_VENV/bin/python"
+  -DWEIGHTCAST_WITH_PYTHON=ON)
 if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
-  cmake -S "$REPO" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEIGHTCAST_WITH_CUDA=ON
+  cmake -S "$REPO" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEIGHTCAST_WITH_CUDA=ON \
+    "${python_args[@]}"
+elif ((${#python_args[@]})); then
+  cmake "$BUILD" "${python_args[@]}" >/dev/null
 fi
 CONFIG_H="$BUILD/generated/weightcast/config.h"
 grep -q '^#define WEIGHTCAST_HAVE_CUDA 1' "$CONFIG_H" 2>/dev/null ||
   die "$BUILD was configured without CUDA ($CONFIG_H): reconfigure with -DWEIGHTCAST_WITH_CUDA=ON"
+PY_PKG="$BUILD/python/weightcast"
+if ((${#python_args[@]})); then
+  TARGETS+=(weightcast_python weightcastd)
+  BINARIES+=("$BUILD/src/weightcastd")
+fi
 cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}"
 
 rm -rf "$BUNDLE"
@@ -64,9 +93,20 @@ for b in "${BINARIES[@]}"; do
   strip --strip-debug "$BUNDLE/bin/$(basename "$b")"
 done
 
+# The Python package: its modules and the extension, whose libraries join lib/ below.
+py_core=()
+if ((${#python_args[@]})); then
+  py_core=("$PY_PKG"/_core*.so)
+  [[ -f "${py_core[0]}" ]] || die "the extension module was not built in $PY_PKG"
+  mkdir -p "$BUNDLE/python/weightcast"
+  cp "$REPO"/python/weightcast/*.py "$BUNDLE/python/weightcast/"
+  cp "${py_core[0]}" "$BUNDLE/python/weightcast/"
+  strip --strip-debug "$BUNDLE/python/weightcast/$(basename "${py_core[0]}")"
+fi
+
 # Shared libraries: the union of what every binary needs (ldd resolves them transitively).
 declare -A copied=()
-for b in "${BINARIES[@]}"; do
+for b in "${BINARIES[@]}" "${py_core[@]}"; do
   while read -r line; do
     name="$(awk '{print $1}' <<<"$line")"
     [[ -z "$name" ]] && continue
@@ -104,13 +144,14 @@ nvcc_bin="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
 {
   echo "revision=$revision"
   echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) on $(sed -n 's/^PRETTY_NAME=//p' /etc/os-release | tr -d '"')"
-  echo "glibc_needed=$(newest GLIBC "$BUNDLE"/bin/* "$BUNDLE"/lib/*.so*)"
-  echo "glibcxx_needed=$(newest GLIBCXX "$BUNDLE"/bin/* "$BUNDLE"/lib/*.so*)"
+  echo "glibc_needed=$(newest GLIBC "$BUNDLE"/bin/* "$BUNDLE"/lib/*.so* "${py_core[@]}")"
+  echo "glibcxx_needed=$(newest GLIBCXX "$BUNDLE"/bin/* "$BUNDLE"/lib/*.so* "${py_core[@]}")"
   echo "glibc_needed_with_lib_cxx=$(newest GLIBC "$BUNDLE"/bin/* "$BUNDLE"/lib/*.so* \
-    "$BUNDLE"/lib/cxx/*)"
+    "$BUNDLE"/lib/cxx/* "${py_core[@]}")"
+  echo "device_python=$DEVICE_PYTHON${py_core:+ (extension $(basename "${py_core[0]}"))}"
   echo "nvcc=$("$nvcc_bin" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
   for base in "${!copied[@]}"; do echo "lib $base <- ${copied[$base]}"; done | sort
-  (cd "$BUNDLE" && find bin lib -type f -printf 'file %p %s\n' | sort)
+  (cd "$BUNDLE" && find bin lib ${py_core:+python} -type f -printf 'file %p %s\n' | sort)
 } >"$BUNDLE/MANIFEST"
 
 # Everything that travels: the bundle (carried) plus the tree's tracked and untracked files

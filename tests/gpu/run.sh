@@ -18,11 +18,13 @@
 #                       fit a GPU), and endpoint_tests' live-path conformance suite on real NCCL
 #                       (*nccl_cuda*)
 #   codec_tests.log     the CUDA codec gtests (Cuda*, ChunkCodecHd*; CudaDeltaRevert: revert of an
-#                       applied record in device memory)
+#                       applied record in device memory) and, appended, compute-sanitizer
+#                       memcheck over the small ones
 #   nccl_tests.log      the NCCL backend's one-GPU tests, the broadcast group's included (NCCL
 #                       from the Python wheel there), then nccl_bucket_bench's JSON (schedule vs
 #                       bare broadcasts)
-#   memcheck.log        compute-sanitizer memcheck over the small CUDA codec tests
+#   python_cuda.log     tests/python/test_cuda.py in the machine's python3 and torch, through the
+#                       bundle's extension module (skipped when the bundle has none)
 #   bench_coalesce.json weightcast bench coalesce (host staging; WEIGHTCAST_GPU_BENCH=0 skips)
 #   bench_gpu_codec.json gpu_codec_bench: checksum/encode/apply vs a device copy (same switch)
 #   summary.txt         one line per step; printed last
@@ -185,13 +187,14 @@ if [[ -x "$BUNDLE/bin/codec_tests" ]]; then
   if ((expect_gpu == 1)) && [[ -x "$sanitizer" ]]; then
     echo "==== compute-sanitizer memcheck codec_tests --gtest_filter=$MEMCHECK_FILTER"
     timeout --kill-after=10 "$BENCH_TIMEOUT" "$sanitizer" --tool memcheck --error-exitcode 3 \
-      "$BUNDLE/bin/codec_tests" --gtest_filter="$MEMCHECK_FILTER" >"$OUT/memcheck.log" 2>&1
+      "$BUNDLE/bin/codec_tests" --gtest_filter="$MEMCHECK_FILTER" >"$XML_DIR/memcheck.log" 2>&1
     rc=$?
-    tail -5 "$OUT/memcheck.log"
+    tail -5 "$XML_DIR/memcheck.log"
+    { echo "==== compute-sanitizer memcheck"; cat "$XML_DIR/memcheck.log"; } >>"$OUT/codec_tests.log"
     if ((rc == 0)); then
-      step memcheck ok "$(grep -m1 -E 'ERROR SUMMARY' "$OUT/memcheck.log")"
+      step memcheck ok "$(grep -m1 -E 'ERROR SUMMARY' "$XML_DIR/memcheck.log")"
     else
-      step memcheck FAIL "exit $rc: $(grep -m1 -E 'ERROR SUMMARY|Invalid|error' "$OUT/memcheck.log")"
+      step memcheck FAIL "exit $rc: $(grep -m1 -E 'ERROR SUMMARY|Invalid|error' "$XML_DIR/memcheck.log")"
     fi
   else
     step memcheck skip "no GPU or no compute-sanitizer here"
@@ -228,6 +231,30 @@ if [[ -x "$BUNDLE/bin/nccl_tests" ]]; then
     fi
     step nccl-gtests ok "$(grep -c '<testcase ' "$xml" 2>/dev/null) tests; two ranks on one GPU: $two_ranks"
   fi
+fi
+
+# ---- the Python package on CUDA tensors, in the machine's own python3 and torch.
+if [[ -f "$BUNDLE/bin/weightcastd" && -d "$BUNDLE/python/weightcast" ]]; then
+  PY="${WEIGHTCAST_GPU_PYTHON:-python3}"
+  PY_TESTS="${WEIGHTCAST_PYTHON_TESTS:-$(pwd)/tests/python}"
+  echo "==== $PY -m pytest $PY_TESTS/test_cuda.py (timeout ${TEST_TIMEOUT}s)"
+  PYTHONPATH="$BUNDLE/python" WEIGHTCASTD="$BUNDLE/bin/weightcastd" PYTHONDONTWRITEBYTECODE=1 \
+    timeout --kill-after=10 "$TEST_TIMEOUT" "$PY" -m pytest -q -rsx -p no:cacheprovider \
+    "$PY_TESTS/test_cuda.py" >"$OUT/python_cuda.log" 2>&1
+  rc=$?
+  tail -15 "$OUT/python_cuda.log"
+  outcome="$(grep -E '^[0-9]+ (passed|failed|skipped)|^=+ .*(passed|failed|skipped|error)' "$OUT/python_cuda.log" | tail -1)"
+  if ((rc == 124 || rc == 137)); then
+    step python-cuda FAIL "timed out after ${TEST_TIMEOUT}s"
+  elif ((rc != 0)); then
+    step python-cuda FAIL "exit $rc: $outcome"
+  elif ((expect_gpu == 1)) && grep -qE '[0-9]+ skipped' <<<"$outcome"; then
+    step python-cuda FAIL "skipped on a machine with a GPU: $(grep -m1 'SKIPPED' "$OUT/python_cuda.log")"
+  else
+    step python-cuda ok "$outcome"
+  fi
+else
+  step python-cuda skip "the bundle has no Python part (no python$(manifest device_python) where it was built)"
 fi
 
 # ---- the host staging benchmark on this machine's CPUs and memory.

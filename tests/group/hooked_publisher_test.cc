@@ -3,7 +3,8 @@
 // packed parameter, a vector in pieces) reach the engine verified; the records are byte for
 // byte snapshot mode's; the guard refuses a weight changed outside the step, a tensor never
 // written and a write that went around the hook, naming the tensor and publishing nothing,
-// and the next step publishes; hooked and snapshot tensors mix in one version.
+// and the next step publishes; the next step may write once a version's reads are done;
+// hooked and snapshot tensors mix in one version.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -143,6 +144,50 @@ TEST(HookedPublisher, StepsReachTheEngineVerifiedAndTheirRecordsAreSnapshotModes
     EXPECT_FALSE(hooked.starts_with("not a delta")) << hooked;
     EXPECT_EQ(hooked, delta_parts(snapshot_group.journal(), v)) << "version " << v;
   }
+}
+
+// wait_for_reads is the trainer's go-ahead: the guard read the live tensors before it returns
+// (it runs beside the journal write), so the next step's writes may start at once, while the
+// version is still being committed, without the guard seeing them. The tensor is large enough
+// (96 MiB) that its guard outlasts the writing of a sparse record by far.
+TEST(HookedPublisher, TheNextStepMayWriteOnceTheReadsAreDone) {
+  TestGroup g(one_engine());
+  CoordinatorThread coordinator(g.config());
+  ASSERT_TRUE(coordinator.ok()) << coordinator.error();
+  auto started = Publisher::start(g.config(), one_thread<PublisherOptions>(1));
+  ASSERT_TRUE(started.ok()) << started.status().to_string();
+  std::unique_ptr<Publisher> publisher = std::move(started).value();
+  constexpr int64_t kElements = int64_t{48} << 20, kPiece = int64_t{4} << 20;
+  std::vector<uint16_t> live(kElements), next(kElements);
+  for (int64_t i = 0; i < kElements; ++i) live[i] = static_cast<uint16_t>(i * 31);
+  ASSERT_TRUE(
+      publisher
+          ->register_tensor(TensorRef::contiguous("w", DType::kBF16, live.data(), kElements),
+                            TensorUpdates::kHooked)
+          .ok());
+  std::vector<PublishHandle> handles;
+  for (uint64_t v = 1; v <= 6; ++v) {
+    next = live;
+    for (int64_t i = static_cast<int64_t>(v); i < kElements; i += 997) next[i] ^= 1;
+    auto step = publisher->begin_step(v);
+    ASSERT_TRUE(step.ok()) << step.status().to_string();
+    for (int64_t at = 0; at < kElements; at += kPiece) {
+      ASSERT_TRUE(
+          (*step)
+              ->write(TensorRef::contiguous("w piece", DType::kBF16, live.data() + at, kPiece),
+                      TensorRef::contiguous("new", DType::kBF16, next.data() + at, kPiece))
+              .ok());
+    }
+    auto handle = publisher->publish_step(*step);
+    ASSERT_TRUE(handle.ok());
+    ASSERT_TRUE(handle->wait_for_reads(in(seconds(30))).ok()) << "version " << v;
+    handles.push_back(std::move(*handle));  // not committed yet, perhaps: the next step writes
+  }
+  for (size_t k = 0; k < handles.size(); ++k) {
+    Status committed = handles[k].wait_committed(in(seconds(30)));
+    EXPECT_TRUE(committed.ok()) << "version " << k + 1 << ": " << committed.to_string();
+  }
+  EXPECT_EQ(publisher->head(), std::optional<uint64_t>(6));
 }
 
 struct GuardCase {

@@ -3,6 +3,7 @@ strided views of packed tensors, NumPy arrays; the subscriber's tensors equal th
 bit for bit after every version."""
 
 import numpy as np
+import pytest
 import torch
 
 import weightcast
@@ -174,3 +175,28 @@ def test_register_module_by_state_dict_names(make_group, endpoints):
         sub.wait_for_version(version, WAIT)
         for (name, a), b in zip(trainer.state_dict().items(), engine.state_dict().values()):
             assert torch.equal(a, b), name
+
+
+def test_the_snapshot_setting_reaches_the_config_and_a_bad_value_is_refused(make_group, endpoints):
+    # publisher.snapshot only changes where CUDA tensors' copy lives; host tensors round-trip
+    # the same with either value.
+    g = make_group(snapshot="device")
+    with open(g.config) as f:
+        assert "publisher: {snapshot: device}" in f.read()
+    src = torch.arange(64, dtype=torch.float32)
+    dst = torch.zeros_like(src)
+    pub = weightcast.Publisher(g.config, g.publisher_rank, threads=1)
+    endpoints.append(pub)
+    pub.register("x", src)
+    sub = weightcast.Subscriber(g.config, g.subscriber_rank(0), threads=1)
+    endpoints.append(sub)
+    sub.register("x", dst)
+    sub.connect()
+    for version in (1, 2):
+        src[version] += 1
+        pub.publish(version).wait_published(WAIT)
+        sub.wait_for_version(version, WAIT)
+        assert torch.equal(src, dst)
+    bad = make_group(snapshot="gpu")
+    with pytest.raises(weightcast.Error, match="snapshot"):
+        weightcast.Publisher(bad.config, bad.publisher_rank, threads=1)

@@ -1,4 +1,4 @@
-// The CUDA copy executor on a real GPU (issue 4): skipped, with the reason, where there is
+// The CUDA copy executor on a real GPU: skipped, with the reason, where there is
 // none (CI builds it anyway). On an H200: device-to-pinned staging of the eight-expert
 // fixture, 48 requests in 6 transfers, bytes identical to the sources; and cancellation
 // mid-plan (while enqueueing, and while waiting) frees the pinned staging at once.

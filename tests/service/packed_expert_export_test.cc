@@ -1,4 +1,4 @@
-// Packed-expert export through the planner and the host executor (issue 4).
+// Packed-expert export through the planner and the host executor.
 #include "src/packed_expert_export.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Reusable staging for the host copy executor (issue 4): a StagingPool hands released buffers
+// Reusable staging for the host copy executor: a StagingPool hands released buffers
 // to later plans; lent buffers are never shared, results keep theirs while alive, and the
 // pool's cache stays under its cap.
 #include "transport/staging_pool.h"

@@ -1,5 +1,5 @@
-// Damaged journals (DESIGN §7 invariants 1 and 4): every corrupt, truncated, missing or lying
-// file is refused with an error naming it, a reader falls back to an older anchor whenever
+// Damaged journals (ARCHITECTURE.md §7 invariants 1 and 4): every corrupt, truncated, missing or
+// lying file is refused with an error naming it, a reader falls back to an older anchor whenever
 // one still reaches the target, and a reader never reports holding a version it did not
 // verify. The journal under test holds versions 0..7 with anchors at 0, 3 and 6; anchors 3
 // and 6 carry their own delta in delta/, so a fallback can replay across them.

@@ -1,5 +1,5 @@
-// Crash consistency of the journal (DESIGN §7 invariant 2): a publisher child is SIGKILLed at
-// random instants while it publishes deltas and anchors; after each kill a fresh reader must
+// Crash consistency of the journal (ARCHITECTURE.md §7 invariant 2): a publisher child is SIGKILLed
+// at random instants while it publishes deltas and anchors; after each kill a fresh reader must
 // hold exactly the model at HEAD, HEAD must be the last version the child finished or the one
 // after it, and the next writer must clean up and publish on. SIGKILL tests process crashes,
 // not power loss: the page cache survives, so un-fsynced data is not exercised here.

@@ -1,4 +1,4 @@
-// The NCCL backend on one GPU (issue 9). NCCL refuses two ranks of one communicator on one
+// The NCCL backend on one GPU. NCCL refuses two ranks of one communicator on one
 // GPU, so what one GPU can prove is tested here: a one-rank communicator carries a version end
 // to end (the publisher's part, bucketed through the schedule with two buffers, broadcast to
 // itself, received into separate device memory, then decoded and applied on the GPU with the

@@ -1,4 +1,4 @@
-// Where things lie under a journal root (DESIGN §5 "fs"):
+// Where things lie under a journal root (ARCHITECTURE.md §5 "fs"):
 //
 //   HEAD                      newest committed version and newest anchor (atomic replace)
 //   v00000000000000000018/    one step: MANIFEST plus its part or shard files

@@ -207,10 +207,14 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
                                   &report, advance != nullptr ? &advance->anchor_files : nullptr);
     }
     if (any_record && advance->current_read) advance->current_read();
+    if (written.ok() && advance != nullptr && advance->before_commit) {
+      written = advance->before_commit();
+    }
     if (written.ok()) written = commit_step(layout_, fresh, manifest, options_.before_head);
   } else if (written.ok()) {
     if (advance != nullptr && advance->current_read) advance->current_read();
-    written = commit_step(layout_, staged, manifest, options_.before_head);
+    if (advance != nullptr && advance->before_commit) written = advance->before_commit();
+    if (written.ok()) written = commit_step(layout_, staged, manifest, options_.before_head);
   }
   if (!written.ok()) {
     (void)remove_tree(staged);  // best effort: the next writer cleans .staging/ anyway

@@ -1,5 +1,5 @@
-// What a journal keeps (DESIGN §5, invariant 3): the newest `keep_anchors` anchors at or below
-// HEAD and every step after the oldest of them, plus every step a live lease still needs.
+// What a journal keeps (ARCHITECTURE.md §5, invariant 3): the newest `keep_anchors` anchors at or
+// below HEAD and every step after the oldest of them, plus every step a live lease still needs.
 // Leases are files under leases/: a reader replaying from version x holds one naming x until
 // it is done or the lease expires; garbage collection removes expired leases.
 #pragma once

@@ -1,4 +1,4 @@
-// One member's end of a membership epoch's broadcast group (issue 9, DESIGN §5): the
+// One member's end of a membership epoch's broadcast group (ARCHITECTURE.md §5): the
 // collective the NCCL transport is built on, behind an interface so that everything above it
 // (the round framing, the Transport, the rank group's live path) is the same code over NCCL
 // on GPUs (nccl_broadcast_group.h) and over the in-process loopback group the CPU tests use

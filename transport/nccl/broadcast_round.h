@@ -1,4 +1,4 @@
-// One version's delivery over a broadcast group (issue 9): the framing the rank group's live
+// One version's delivery over a broadcast group: the framing the rank group's live
 // NCCL path and the broadcast Transport (broadcast_transport.h) share. A round is three
 // collective calls on the group, the root owning every part:
 //   1. the header, kRoundHeaderBytes little-endian bytes:

@@ -1,4 +1,4 @@
-// The NCCL transport's schedule (DESIGN §5, issue 9): which bytes go in which broadcast.
+// The NCCL transport's schedule (ARCHITECTURE.md §5): which bytes go in which broadcast.
 //
 // A version's parts are broadcast by the rank that owns each part, in the order the manifest
 // fixes, through fixed-size buckets: every rank walks the same schedule, so a broadcast's root

@@ -1,5 +1,5 @@
 // The Transport interface (transport.h) over a broadcast group (broadcast_group.h), one round
-// (broadcast_round.h) per published version (issue 9).
+// (broadcast_round.h) per published version.
 //
 // Why it exists: it puts the NCCL path under the transport conformance contract
 // (tests/transport/transport_conformance.h) and it is a simple embedding for frameworks that run

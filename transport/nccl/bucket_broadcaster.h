@@ -1,5 +1,5 @@
 // Moving one version's parts through a broadcast schedule (broadcast_schedule.h) over an
-// epoch's communicator (issue 9). For each bucket, on stream `k % buffers`: the root copies
+// epoch's communicator. For each bucket, on stream `k % buffers`: the root copies
 // the bucket's segments out of its parts into staging buffer k % buffers, the communicator
 // broadcasts the buffer, and every rank with a destination for a segment copies it out. A
 // buffer's next use is ordered after its previous copy-out by its stream, and bucket k's parts

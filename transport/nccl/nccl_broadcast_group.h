@@ -1,4 +1,4 @@
-// The NCCL broadcast group (issue 9): broadcast_group.h over an epoch's NcclCommunicator, its
+// The NCCL broadcast group: broadcast_group.h over an epoch's NcclCommunicator, its
 // rounds run by a BucketBroadcaster through a broadcast_schedule.h schedule.
 //
 //  * Ids: make_id() is an ncclUniqueId's 128 raw bytes; join() refuses an id of any other size

@@ -1,4 +1,4 @@
-// One NCCL communicator of a membership epoch (issue 9), with a deadline on everything.
+// One NCCL communicator of a membership epoch, with a deadline on everything.
 //
 // The coordinating rank makes an ncclUniqueId (make_id) that travels over the control plane;
 // every rank of the epoch then join()s with it. The communicator is non-blocking

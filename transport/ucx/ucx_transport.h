@@ -1,4 +1,4 @@
-// The UCX backend of the Transport interface (transport.h, DESIGN §5): the publisher
+// The UCX backend of the Transport interface (transport.h, ARCHITECTURE.md §5): the publisher
 // registers each part's memory (in place, or its copy in a shared segment) and leaves a
 // version blob (ucx_version_blob.h) in a RendezvousStore; subscribers read parts with
 // one-sided gets (ucp_get_nbx), or by loads from a segment mapped here, and verify them.

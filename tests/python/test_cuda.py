@@ -1,0 +1,140 @@
+"""CUDA tensors through the Python package: a trainer's CUDA tensors published in snapshot mode
+(the snapshot on the host or on the device) and through the hooked step, applied in place into
+an engine's CUDA tensors, strided views of a packed parameter included; the guard refuses a
+CUDA tensor changed outside the step. Skipped, saying so, where torch sees no GPU (CI); run on
+a lent GPU by tests/gpu/run.sh (python_cuda.log)."""
+
+import pytest
+import torch
+
+import weightcast
+from conftest import WAIT
+
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device: torch.cuda.is_available() is False", allow_module_level=True)
+
+CUDA = torch.device("cuda", 0)
+
+
+def _model(gen):
+    """A bf16 matrix, an fp32 vector and a packed gate_up parameter whose halves are
+    registered as strided views (as vLLM's packed projections are)."""
+    return {
+        "w": torch.randn(256, 96, generator=gen).to(torch.bfloat16).to(CUDA),
+        "bias": torch.randn(300, generator=gen).to(CUDA),
+        "gate_up": torch.randn(64, 2 * 48, generator=gen).to(torch.bfloat16).to(CUDA),
+    }
+
+
+def _views(model, packed=True):
+    """The registered tensors: gate_up as its two strided halves, or (packed=False) whole."""
+    if not packed:
+        return dict(model)
+    gu = model["gate_up"]
+    return {"w": model["w"], "bias": model["bias"], "gate": gu[:, :48], "up": gu[:, 48:]}
+
+
+def _engine(make_group, endpoints, g, like, packed=True):
+    engine = {k: torch.zeros_like(v) for k, v in like.items()}
+    sub = weightcast.Subscriber(g.config, g.subscriber_rank(0), threads=1)
+    endpoints.append(sub)
+    for name, view in _views(engine, packed).items():
+        sub.register(name, view)
+    sub.connect()
+    return sub, engine
+
+
+def _step(model, gen, count=40):
+    """Changes `count` random elements of every tensor in place, on the GPU."""
+    for t in model.values():
+        flat = t.view(-1)
+        idx = torch.randint(0, flat.numel(), (count,), generator=gen).to(CUDA)
+        flat[idx] += 0.5
+
+
+def _same(a, b):
+    torch.cuda.synchronize()
+    return all(torch.equal(a[k].cpu(), b[k].cpu()) for k in a)
+
+
+@pytest.mark.parametrize("snapshot", ["host", "device"])
+def test_snapshot_mode_carries_cuda_tensors_into_cuda_tensors(make_group, endpoints, snapshot):
+    g = make_group(snapshot=snapshot)
+    gen = torch.Generator().manual_seed(3)
+    model = _model(gen)
+    pub = weightcast.Publisher(g.config, g.publisher_rank, threads=1)
+    endpoints.append(pub)
+    for name, view in _views(model).items():
+        pub.register(name, view)
+    sub, engine = _engine(make_group, endpoints, g, model)
+    for version in (1, 2, 3):
+        if version > 1:
+            _step(model, gen)
+        torch.cuda.synchronize()  # the publisher reads what the stream wrote
+        h = pub.publish(version)
+        h.wait_for_reads(WAIT)
+        report = h.wait_published(WAIT)
+        assert report["anchor"] == (version == 1)
+        sub.wait_for_version(version, WAIT)
+        assert _same(model, engine), f"engine differs from the trainer at v{version} ({snapshot})"
+        if version > 1:
+            assert 0 < report["changed_elements"] <= 3 * 40
+
+
+def test_hooked_cuda_writes_reach_cuda_engines(make_group, endpoints):
+    g = make_group()
+    gen = torch.Generator().manual_seed(5)
+    model = _model(gen)
+    pub = weightcast.Publisher(g.config, g.publisher_rank, threads=1)
+    endpoints.append(pub)
+    for name, view in _views(model, packed=False).items():
+        pub.register(name, view, hooked=True)
+    sub, engine = _engine(make_group, endpoints, g, model, packed=False)
+    for version in (1, 2, 3):
+        new = {k: v.clone() for k, v in model.items()}
+        if version > 1:
+            _step(new, gen)
+        torch.cuda.synchronize()
+        with pub.step(version) as s:
+            s.write(model["w"], new["w"])
+            s.write(model["bias"], new["bias"])
+            s.write(model["gate_up"][:40], new["gate_up"][:40])  # runs of rows
+            s.write(model["gate_up"][40:], new["gate_up"][40:])
+        assert _same(model, new), "the step did not write the new values into the live tensors"
+        report = s.handle.wait_published(WAIT)
+        assert report["anchor"] == (version == 1)
+        sub.wait_for_version(version, WAIT)
+        assert _same(model, engine), f"engine differs from the trainer at v{version}"
+
+
+def test_a_strided_cuda_view_written_through_the_step_is_refused_by_name(make_group, endpoints):
+    # Hooked CUDA writes take contiguous views (docs/DECISIONS.md "Hooked mode"); a strided one
+    # is refused with its name, and nothing of the step is published.
+    g = make_group()
+    model = _model(torch.Generator().manual_seed(7))
+    pub = weightcast.Publisher(g.config, g.publisher_rank, threads=1)
+    endpoints.append(pub)
+    pub.register("gate_up", model["gate_up"], hooked=True)
+    half = model["gate_up"][:, :48]
+    with pytest.raises(weightcast.Error, match="strided"):
+        with pub.step(1) as s:
+            s.write(half, half.clone())
+    assert pub.head is None
+
+
+def test_guard_refuses_a_cuda_tensor_changed_outside_the_step(make_group, endpoints):
+    g = make_group()
+    gen = torch.Generator().manual_seed(9)
+    model = _model(gen)
+    pub = weightcast.Publisher(g.config, g.publisher_rank, threads=1)
+    endpoints.append(pub)
+    pub.register("w", model["w"], hooked=True)
+    with pub.step(1) as s:
+        s.write(model["w"], model["w"].clone())
+    s.handle.wait_published(WAIT)
+    model["w"][0, 0] += 3  # behind the publisher's back, on the GPU
+    torch.cuda.synchronize()
+    with pub.step(2) as s:
+        s.write(model["w"][1:], model["w"][1:].clone())
+    with pytest.raises(weightcast.Error, match="'w'"):
+        s.handle.wait_published(WAIT)
