@@ -5,7 +5,8 @@
 #   tests/gpu/run.sh OUT_DIR
 #
 # The bundle is $WEIGHTCAST_GPU_BUNDLE, else the folder holding this script when it is a
-# bundle's copy, else build-gpu/bundle under the repository root. Steps, each logged to OUT_DIR
+# bundle's copy, else build-gpu/bundle.tar.gz under the repository root unpacked (what travels
+# to the device machine), else build-gpu/bundle. Steps, each logged to OUT_DIR
 # (at most 8 files, flat, as the device tool returns them):
 #   preflight.log       host, glibc against the bundle's MANIFEST, unresolved libraries, and
 #                       the GPU summary from nvidia-smi (absent GPU: noted, not an error)
@@ -39,12 +40,21 @@ fi
 OUT="$1"
 mkdir -p "$OUT"
 HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
 if [[ -n "${WEIGHTCAST_GPU_BUNDLE:-}" ]]; then
   BUNDLE="$WEIGHTCAST_GPU_BUNDLE"
 elif [[ -d "$HERE/bin" && -f "$HERE/MANIFEST" ]]; then
   BUNDLE="$HERE"
+elif [[ -f "$ROOT/build-gpu/bundle.tar.gz" && ! -d "$ROOT/build-gpu/bundle/bin" ]]; then
+  # The packed bundle that travelled (build_bundle.sh): unpacked into a temporary folder.
+  UNPACKED="$(mktemp -d)"
+  tar -C "$UNPACKED" -xzf "$ROOT/build-gpu/bundle.tar.gz" || {
+    echo "run.sh: cannot unpack $ROOT/build-gpu/bundle.tar.gz" >&2
+    exit 1
+  }
+  BUNDLE="$UNPACKED/bundle"
 else
-  BUNDLE="$(cd "$HERE/../.." && pwd)/build-gpu/bundle"
+  BUNDLE="$ROOT/build-gpu/bundle"
 fi
 TEST_TIMEOUT="${WEIGHTCAST_GPU_TEST_TIMEOUT:-240}"
 BENCH_TIMEOUT="${WEIGHTCAST_GPU_BENCH_TIMEOUT:-150}"
@@ -61,6 +71,7 @@ step() {  # step NAME STATUS DETAIL
   return 0
 }
 finish() {
+  rm -rf "$XML_DIR" ${UNPACKED:+"$UNPACKED"}
   echo "==== summary ($OUT)"
   cat "$SUMMARY"
   exit "$failed"
@@ -246,6 +257,8 @@ if [[ -f "$BUNDLE/bin/weightcastd" && -d "$BUNDLE/python/weightcast" ]]; then
   outcome="$(grep -E '^[0-9]+ (passed|failed|skipped)|^=+ .*(passed|failed|skipped|error)' "$OUT/python_cuda.log" | tail -1)"
   if ((rc == 124 || rc == 137)); then
     step python-cuda FAIL "timed out after ${TEST_TIMEOUT}s"
+  elif ((rc == 5 && expect_gpu == 0)); then  # pytest: no test ran (the file skipped whole)
+    step python-cuda skip "$(grep -m1 'SKIPPED' "$OUT/python_cuda.log")"
   elif ((rc != 0)); then
     step python-cuda FAIL "exit $rc: $outcome"
   elif ((expect_gpu == 1)) && grep -qE '[0-9]+ skipped' <<<"$outcome"; then
@@ -298,5 +311,4 @@ if [[ "${WEIGHTCAST_GPU_BENCH:-1}" == 1 && -x "$BUNDLE/bin/nccl_bucket_bench" ]]
     step nccl-bench FAIL "exit $rc"
   fi
 fi
-rm -rf "$XML_DIR"
 finish

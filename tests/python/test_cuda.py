@@ -5,10 +5,11 @@ CUDA tensor changed outside the step. Skipped, saying so, where torch sees no GP
 a lent GPU by tests/gpu/run.sh (python_cuda.log)."""
 
 import pytest
-import torch
 
-import weightcast
-from conftest import WAIT
+torch = pytest.importorskip("torch", reason="no torch in this Python")
+
+import weightcast  # noqa: E402 (after the skip: the package itself needs no torch)
+from conftest import WAIT  # noqa: E402
 
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device: torch.cuda.is_available() is False", allow_module_level=True)
@@ -32,6 +33,15 @@ def _views(model, packed=True):
         return dict(model)
     gu = model["gate_up"]
     return {"w": model["w"], "bias": model["bias"], "gate": gu[:, :48], "up": gu[:, 48:]}
+
+
+def _trainer(make_group, endpoints, seed, **group_options):
+    """A started group, a model on the GPU and a publisher (nothing registered yet)."""
+    g = make_group(**group_options)
+    model = _model(torch.Generator().manual_seed(seed))
+    pub = weightcast.Publisher(g.config, g.publisher_rank, threads=1)
+    endpoints.append(pub)
+    return g, model, pub
 
 
 def _engine(make_group, endpoints, g, like, packed=True):
@@ -59,11 +69,8 @@ def _same(a, b):
 
 @pytest.mark.parametrize("snapshot", ["host", "device"])
 def test_snapshot_mode_carries_cuda_tensors_into_cuda_tensors(make_group, endpoints, snapshot):
-    g = make_group(snapshot=snapshot)
-    gen = torch.Generator().manual_seed(3)
-    model = _model(gen)
-    pub = weightcast.Publisher(g.config, g.publisher_rank, threads=1)
-    endpoints.append(pub)
+    g, model, pub = _trainer(make_group, endpoints, 3, snapshot=snapshot)
+    gen = torch.Generator().manual_seed(4)
     for name, view in _views(model).items():
         pub.register(name, view)
     sub, engine = _engine(make_group, endpoints, g, model)
@@ -82,11 +89,8 @@ def test_snapshot_mode_carries_cuda_tensors_into_cuda_tensors(make_group, endpoi
 
 
 def test_hooked_cuda_writes_reach_cuda_engines(make_group, endpoints):
-    g = make_group()
-    gen = torch.Generator().manual_seed(5)
-    model = _model(gen)
-    pub = weightcast.Publisher(g.config, g.publisher_rank, threads=1)
-    endpoints.append(pub)
+    g, model, pub = _trainer(make_group, endpoints, 5)
+    gen = torch.Generator().manual_seed(6)
     for name, view in _views(model, packed=False).items():
         pub.register(name, view, hooked=True)
     sub, engine = _engine(make_group, endpoints, g, model, packed=False)
@@ -109,12 +113,10 @@ def test_hooked_cuda_writes_reach_cuda_engines(make_group, endpoints):
 
 def test_a_strided_cuda_view_written_through_the_step_is_refused_by_name(make_group, endpoints):
     # Hooked CUDA writes take contiguous views (docs/DECISIONS.md "Hooked mode"); a strided one
-    # is refused with its name, and nothing of the step is published.
-    g = make_group()
-    model = _model(torch.Generator().manual_seed(7))
-    pub = weightcast.Publisher(g.config, g.publisher_rank, threads=1)
-    endpoints.append(pub)
-    pub.register("gate_up", model["gate_up"], hooked=True)
+    # is refused, and nothing of the step is published.
+    _, model, pub = _trainer(make_group, endpoints, 7)
+    for name, view in _views(model).items():
+        pub.register(name, view, hooked=True)  # gate and up: strided halves of gate_up
     half = model["gate_up"][:, :48]
     with pytest.raises(weightcast.Error, match="strided"):
         with pub.step(1) as s:
@@ -123,11 +125,7 @@ def test_a_strided_cuda_view_written_through_the_step_is_refused_by_name(make_gr
 
 
 def test_guard_refuses_a_cuda_tensor_changed_outside_the_step(make_group, endpoints):
-    g = make_group()
-    gen = torch.Generator().manual_seed(9)
-    model = _model(gen)
-    pub = weightcast.Publisher(g.config, g.publisher_rank, threads=1)
-    endpoints.append(pub)
+    _, model, pub = _trainer(make_group, endpoints, 9)
     pub.register("w", model["w"], hooked=True)
     with pub.step(1) as s:
         s.write(model["w"], model["w"].clone())
