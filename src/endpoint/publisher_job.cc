@@ -5,6 +5,7 @@
 #include <chrono>
 #include <future>
 #include <span>
+#include <system_error>
 #include <utility>
 
 #include "codec/allocation.h"
@@ -70,11 +71,15 @@ Status Publisher::run_job(PublishJob& job) {
     RETURN_IF_ERROR(guard_live(job, records, /*cuda=*/true));
   }
   std::future<Status> host_guard;  // joined before `records` and `job` go
-  if (job.step) {
-    host_guard = std::async(std::launch::async,
-                            [this, &job, &records] { return guard_live(job, records, false); });
-  }
   Status guard_status = ok_status();
+  if (job.step) {
+    try {
+      host_guard = std::async(std::launch::async,
+                              [this, &job, &records] { return guard_live(job, records, false); });
+    } catch (const std::system_error&) {  // no thread to be had: the guard runs here, first
+      guard_status = guard_live(job, records, false);
+    }
+  }
   const auto join_guard = [&]() -> Status {
     if (host_guard.valid()) guard_status = host_guard.get();
     return guard_status;
