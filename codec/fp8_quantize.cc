@@ -7,6 +7,11 @@
 #include <string>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "codec/cpu_dispatch.h"
 #include "codec/float_convert.h"
 
 namespace weightcast {
@@ -56,27 +61,96 @@ inline uint8_t clamped_to_e4m3fn(float v) {
 }
 
 // The largest finite |x| of `n` values. For non-negative floats the bit patterns order as the
-// values do, so the reduction runs on integers (no NaN rules in the way of vectorising);
-// patterns from 0x7F800000 up are infinities and NaNs and count as zero.
-__attribute__((target_clones("avx2", "default"))) float finite_amax(const float* x, int64_t n) {
+// values do, so the reduction runs on integers; patterns from 0x7F800000 up are infinities and
+// NaNs and count as zero.
+float finite_amax_portable(const float* x, int64_t n) {
   uint32_t best = 0;
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t a = std::bit_cast<uint32_t>(x[i]) & ~kSignBit;
-    const uint32_t finite = a < 0x7F800000u ? a : 0u;
-    best = finite > best ? finite : best;
+    best = std::max(best, a < 0x7F800000u ? a : 0u);
   }
   return std::bit_cast<float>(best);
 }
 
 // Quantises `n` widened values with the block's scale `s`.
-__attribute__((target_clones("avx2", "default"))) void quantise_run(const float* x, int64_t n,
-                                                                    float s, uint8_t* out) {
+void quantise_run_portable(const float* x, int64_t n, float s, uint8_t* out) {
   for (int64_t i = 0; i < n; ++i) {
     float v = x[i] / s;
     v = v > kFp8Max ? kFp8Max : v;  // a NaN compares false both ways and stays one
     v = v < -kFp8Max ? -kFp8Max : v;
     out[i] = clamped_to_e4m3fn(v);
   }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) float finite_amax_avx2(const float* x, int64_t n) {
+  const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
+  __m256i best = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i a = _mm256_and_si256(_mm256_castps_si256(_mm256_loadu_ps(x + i)), magnitude);
+    best = _mm256_max_epu32(best, _mm256_and_si256(a, _mm256_cmpgt_epi32(inf, a)));
+  }
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), best);
+  float amax = finite_amax_portable(x + i, n - i);
+  for (const uint32_t l : lanes) amax = std::max(amax, std::bit_cast<float>(l));
+  return amax;
+}
+
+// clamped_to_e4m3fn on 8 lanes: the same arithmetic, the subnormal rounding done by the
+// conversion to integers (round to nearest even in the default MXCSR mode).
+__attribute__((target("avx2"))) void quantise_run_avx2(const float* x, int64_t n, float s,
+                                                       uint8_t* out) {
+  const __m256 scale = _mm256_set1_ps(s), hi = _mm256_set1_ps(kFp8Max),
+               lo = _mm256_set1_ps(-kFp8Max), min_normal = _mm256_set1_ps(kE4m3MinNormal),
+               steps = _mm256_set1_ps(1.0f / kE4m3SubnormalStep);
+  const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000),
+                bias = _mm256_set1_epi32((1 << 19) - 1), one = _mm256_set1_epi32(1),
+                rebase = _mm256_set1_epi32((127 - 7) << 3), max_code = _mm256_set1_epi32(kE4m3Max),
+                nan_code = _mm256_set1_epi32(kE4m3Nan), sign_byte = _mm256_set1_epi32(0x80);
+  // Byte 0 of each 32-bit lane, gathered into the low 4 bytes of each 128-bit half.
+  const __m256i gather =
+      _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
+                       -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    // MINPS/MAXPS return their second operand when one is a NaN: the NaN goes through.
+    const __m256 v =
+        _mm256_max_ps(lo, _mm256_min_ps(hi, _mm256_div_ps(_mm256_loadu_ps(x + i), scale)));
+    const __m256i bits = _mm256_castps_si256(v);
+    const __m256i abits = _mm256_and_si256(bits, magnitude);
+    const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(bits, 24), sign_byte);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(abits, 20), one);
+    const __m256i rounded =
+        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(abits, bias), odd), 20);
+    const __m256i normal = _mm256_min_epu32(_mm256_sub_epi32(rounded, rebase), max_code);
+    const __m256 a = _mm256_castsi256_ps(abits);
+    const __m256i sub = _mm256_cvtps_epi32(_mm256_mul_ps(a, steps));
+    __m256i r = _mm256_blendv_epi8(normal, sub,
+                                   _mm256_castps_si256(_mm256_cmp_ps(a, min_normal, _CMP_LT_OQ)));
+    r = _mm256_blendv_epi8(r, nan_code, _mm256_cmpgt_epi32(abits, inf));
+    r = _mm256_shuffle_epi8(_mm256_or_si256(r, sign), gather);
+    const __m256i packed =
+        _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + i), _mm256_castsi256_si128(packed));
+  }
+  quantise_run_portable(x + i, n - i, s, out + i);
+}
+#endif
+
+float finite_amax(const float* x, int64_t n) {
+#if defined(__x86_64__)
+  if (cpu_has_avx2()) return finite_amax_avx2(x, n);
+#endif
+  return finite_amax_portable(x, n);
+}
+
+void quantise_run(const float* x, int64_t n, float s, uint8_t* out) {
+#if defined(__x86_64__)
+  if (cpu_has_avx2()) return quantise_run_avx2(x, n, s, out);
+#endif
+  quantise_run_portable(x, n, s, out);
 }
 
 // Row `r`, columns [c0, c1), of `in` widened to fp32 into `out`.
