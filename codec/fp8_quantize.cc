@@ -223,21 +223,29 @@ Status quantize_fp8_blocks(const TensorRef& in, std::span<uint8_t> q, std::span<
                             std::to_string(grid_rows * grid_cols) + " needed)");
   }
   const std::vector<int64_t> strides = in.effective_strides();
-  std::vector<float> block(static_cast<size_t>(kFp8Block * kFp8Block));  // one block, widened
+  // A band of 128 rows at a time, read row by row (sequential in memory, where a block's rows
+  // are a row pitch apart): one pass for the blocks' amax, one (from cache) to quantise.
+  std::vector<float> row(static_cast<size_t>(cols));  // one row, widened
+  std::vector<float> amax(static_cast<size_t>(grid_cols));
   for (int64_t br = 0; br < grid_rows; ++br) {
-    for (int64_t bc = 0; bc < grid_cols; ++bc) {
-      const int64_t r0 = br * kFp8Block, r1 = std::min(rows, r0 + kFp8Block);
-      const int64_t c0 = bc * kFp8Block, c1 = std::min(cols, c0 + kFp8Block), w = c1 - c0;
-      float amax = 0.0f;
-      for (int64_t r = r0; r < r1; ++r) {
-        float* row = block.data() + (r - r0) * w;
-        load_row(in, strides, r, c0, c1, row);
-        amax = std::max(amax, finite_amax(row, w));
+    const int64_t r0 = br * kFp8Block, r1 = std::min(rows, r0 + kFp8Block);
+    std::fill(amax.begin(), amax.end(), 0.0f);
+    for (int64_t r = r0; r < r1; ++r) {
+      load_row(in, strides, r, 0, cols, row.data());
+      for (int64_t bc = 0; bc < grid_cols; ++bc) {
+        const int64_t c0 = bc * kFp8Block, w = std::min(cols - c0, kFp8Block);
+        amax[bc] = std::max(amax[bc], finite_amax(row.data() + c0, w));
       }
-      const float s = std::max(amax, kFp8MinAmax) / kFp8Max;  // fp32, as the engines compute it
-      scale_inv[static_cast<size_t>(br * grid_cols + bc)] = s;
-      for (int64_t r = r0; r < r1; ++r) {
-        quantise_run(block.data() + (r - r0) * w, w, s, q.data() + r * cols + c0);
+    }
+    float* scales = scale_inv.data() + br * grid_cols;
+    for (int64_t bc = 0; bc < grid_cols; ++bc) {
+      scales[bc] = std::max(amax[bc], kFp8MinAmax) / kFp8Max;  // fp32, as the engines compute it
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      load_row(in, strides, r, 0, cols, row.data());
+      for (int64_t bc = 0; bc < grid_cols; ++bc) {
+        const int64_t c0 = bc * kFp8Block, w = std::min(cols - c0, kFp8Block);
+        quantise_run(row.data() + c0, w, scales[bc], q.data() + r * cols + c0);
       }
     }
   }
