@@ -17,6 +17,7 @@ void register_journal_commands(CLI::App& app, int& exit_code);
 void register_journal_repair(CLI::App* journal, int& exit_code);  // under `journal`
 void register_keys_command(CLI::App& app, int& exit_code);
 void register_group_commands(CLI::App& app, int& exit_code);
+void register_fp8_commands(CLI::App& app, int& exit_code);
 
 // Prints "weightcast: error: <status>" to stderr and returns 1 (0 when ok).
 int report(const Status& status);

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   weightcast::cli::register_adapter_commands(app, exit_code);
   weightcast::cli::register_journal_commands(app, exit_code);
   weightcast::cli::register_keys_command(app, exit_code);
+  weightcast::cli::register_fp8_commands(app, exit_code);
   weightcast::cli::register_group_commands(app, exit_code);
   weightcast::cli::register_bench_commands(app, exit_code);
   CLI11_PARSE(app, argc, argv);
