@@ -45,16 +45,18 @@ float load_float(const TensorRef& in, int64_t at) {
   }
 }
 
-// float_to_e4m3fn for a value already clamped to [-448, 448] (or a NaN), without branches so
-// that the block loop vectorises: the subnormal rounding adds and removes 2^23 (round to
-// nearest even in the default rounding mode), the normal one rounds the fp32 bits.
+// float_to_e4m3fn for a value already clamped to [-448, 448] (or a NaN), without branches: the
+// portable kernel's encoder (quantise_run_avx2 does the same on 8 lanes). The subnormal
+// rounding adds and removes 2^23 (round to nearest even in the default rounding mode); the
+// normal one rounds the fp32 bits.
 inline uint8_t clamped_to_e4m3fn(float v) {
   const uint32_t bits = std::bit_cast<uint32_t>(v);
   const uint32_t sign = (bits >> 24) & 0x80u, abits = bits & ~kSignBit;
   const float a = std::bit_cast<float>(abits);
   const uint32_t rounded = (abits + (1u << 19) - 1 + ((abits >> 20) & 1u)) >> 20;
   const uint32_t normal = std::min<uint32_t>(rounded - ((127u - 7u) << 3), kE4m3Max);
-  const auto sub = static_cast<uint32_t>(static_cast<int32_t>((a * 512.0f + 0x1p23f) - 0x1p23f));
+  const auto sub = static_cast<uint32_t>(
+      static_cast<int32_t>((a * (1.0f / kE4m3SubnormalStep) + 0x1p23f) - 0x1p23f));
   uint32_t r = a < kE4m3MinNormal ? sub : normal;
   r = abits > 0x7F800000u ? kE4m3Nan : r;
   return static_cast<uint8_t>(sign | r);
