@@ -55,8 +55,11 @@ inline uint8_t clamped_to_e4m3fn(float v) {
   const float a = std::bit_cast<float>(abits);
   const uint32_t rounded = (abits + (1u << 19) - 1 + ((abits >> 20) & 1u)) >> 20;
   const uint32_t normal = std::min<uint32_t>(rounded - ((127u - 7u) << 3), kE4m3Max);
+  // Only a subnormal's steps are converted to an integer (a NaN or a large value would be
+  // undefined behaviour there): the others take 0 and the select below drops them.
+  const float small = a < kE4m3MinNormal ? a : 0.0f;
   const auto sub = static_cast<uint32_t>(
-      static_cast<int32_t>((a * (1.0f / kE4m3SubnormalStep) + 0x1p23f) - 0x1p23f));
+      static_cast<int32_t>((small * (1.0f / kE4m3SubnormalStep) + 0x1p23f) - 0x1p23f));
   uint32_t r = a < kE4m3MinNormal ? sub : normal;
   r = abits > 0x7F800000u ? kE4m3Nan : r;
   return static_cast<uint8_t>(sign | r);
