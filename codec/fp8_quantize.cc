@@ -158,20 +158,19 @@ void quantise_run(const float* x, int64_t n, float s, uint8_t* out) {
   quantise_run_portable(x, n, s, out);
 }
 
-// Row `r`, columns [c0, c1), of `in` widened to fp32 into `out`.
-void load_row(const TensorRef& in, const std::vector<int64_t>& strides, int64_t r, int64_t c0,
-              int64_t c1, float* out) {
-  const int64_t base = in.offset + r * strides[0];
+// Row `r` of `in` (its shape[1] columns) widened to fp32 into `out`.
+void load_row(const TensorRef& in, const std::vector<int64_t>& strides, int64_t r, float* out) {
+  const int64_t cols = in.shape[1], base = in.offset + r * strides[0];
   if (strides[1] == 1 && in.dtype == DType::kBF16) {
     const auto* p = static_cast<const uint16_t*>(in.data) + base;
-    for (int64_t c = c0; c < c1; ++c) out[c - c0] = std::bit_cast<float>(uint32_t{p[c]} << 16);
+    for (int64_t c = 0; c < cols; ++c) out[c] = std::bit_cast<float>(uint32_t{p[c]} << 16);
     return;
   }
   if (strides[1] == 1 && in.dtype == DType::kF32) {
-    std::memcpy(out, static_cast<const float*>(in.data) + base + c0, size_t(c1 - c0) * 4);
+    std::memcpy(out, static_cast<const float*>(in.data) + base, size_t(cols) * 4);
     return;
   }
-  for (int64_t c = c0; c < c1; ++c) out[c - c0] = load_float(in, base + c * strides[1]);
+  for (int64_t c = 0; c < cols; ++c) out[c] = load_float(in, base + c * strides[1]);
 }
 
 }  // namespace
@@ -236,7 +235,7 @@ Status quantize_fp8_blocks(const TensorRef& in, std::span<uint8_t> q, std::span<
     const int64_t r0 = br * kFp8Block, r1 = std::min(rows, r0 + kFp8Block);
     std::fill(amax.begin(), amax.end(), 0.0f);
     for (int64_t r = r0; r < r1; ++r) {
-      load_row(in, strides, r, 0, cols, row.data());
+      load_row(in, strides, r, row.data());
       for (int64_t bc = 0; bc < grid_cols; ++bc) {
         const int64_t c0 = bc * kFp8Block, w = std::min(cols - c0, kFp8Block);
         amax[bc] = std::max(amax[bc], finite_amax(row.data() + c0, w));
@@ -247,7 +246,7 @@ Status quantize_fp8_blocks(const TensorRef& in, std::span<uint8_t> q, std::span<
       scales[bc] = std::max(amax[bc], kFp8MinAmax) / kFp8Max;  // fp32, as the engines compute it
     }
     for (int64_t r = r0; r < r1; ++r) {
-      load_row(in, strides, r, 0, cols, row.data());
+      load_row(in, strides, r, row.data());
       for (int64_t bc = 0; bc < grid_cols; ++bc) {
         const int64_t c0 = bc * kFp8Block, w = std::min(cols - c0, kFp8Block);
         quantise_run(row.data() + c0, w, scales[bc], q.data() + r * cols + c0);

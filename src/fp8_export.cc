@@ -1,13 +1,12 @@
 #include "src/fp8_export.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
-#include <sstream>
 
 #include "codec/fp8_quantize.h"
 #include "src/model_files.h"
+#include "transport/file_io.h"
 #include "transport/user_file_writer.h"
 
 namespace weightcast {
@@ -20,13 +19,14 @@ nlohmann::json quantization_config() {
           {"weight_block_size", {kFp8Block, kFp8Block}}};
 }
 
-// The model's config.json beside --from (an object), or an empty object.
+// The model's config.json beside --from (an object), or an empty object. Read as the project
+// reads every file it is handed (transport/file_io.h: regular files only, a size limit).
 Result<nlohmann::json> model_config(const std::string& from) {
   const std::filesystem::path path = std::filesystem::path(from).parent_path() / "config.json";
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return nlohmann::json::object();
-  std::ifstream in(path);
-  auto config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!std::filesystem::exists(path, ec)) return nlohmann::json::object();
+  ASSIGN_OR_RETURN(const std::vector<uint8_t> text, read_whole_file(path.string(), 1 << 24));
+  auto config = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
   if (config.is_discarded() || !config.is_object()) {
     return invalid_argument("'" + path.string() + "' is not a JSON object");
   }
