@@ -59,6 +59,7 @@ test-asan: deps pyenv
 
 bench: build
 	@bench/run_delta_bench.sh $(BUILD)/src/weightcast
+	@$(BUILD)/bench/fp8_quantize_bench
 	@bench/run_group_bench.sh $(BUILD)
 	@$(BUILD)/src/weightcast bench group --transports fs,ucx
 	@bench/run_ucx_bench.sh $(BUILD)/src/weightcast

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "codec/delta_apply.h"
@@ -47,5 +48,11 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
 // GPU, subtracts their differences and writes the raw chunks' saved bits back.
 [[nodiscard]] Status revert_delta(const DeltaRecordView& record, const TensorRef& dest,
                                   const ApplyUndo& undo, const ApplyOptions& options);
+
+// quantize_fp8_blocks (codec/fp8_quantize.h) of a 2-D CUDA view (bf16, fp16 or fp32, any
+// strides) on its GPU: the values and scales land in host memory, byte-identical to the CPU
+// quantiser's; only they leave the GPU (one byte per element, 4 per block).
+[[nodiscard]] Status quantize_fp8_blocks(const TensorRef& in, std::span<uint8_t> q,
+                                         std::span<float> scale_inv);
 
 }  // namespace weightcast::cuda_codec

@@ -13,6 +13,7 @@
 
 #include "codec/cpu_dispatch.h"
 #include "codec/float_convert.h"
+#include "codec/fp8_quantize_avx512.h"
 
 namespace weightcast {
 namespace {
@@ -103,39 +104,36 @@ __attribute__((target("avx2"))) float finite_amax_avx2(const float* x, int64_t n
   return amax;
 }
 
-// clamped_to_e4m3fn on 8 lanes: the same arithmetic, the subnormal rounding done by the
-// conversion to integers (round to nearest even in the default MXCSR mode).
+// The AVX-512 kernel's encoding (codec/fp8_quantize_avx512.cc, codes16) on 8 lanes: |v|
+// clamped to 448 by a MINPS that lets a NaN through, rounded to its e4m3fn step by one fp32
+// addition of 2^(max(e, -6) + 20), the code read off the sum's bits, a NaN saturating to 0x7F.
 __attribute__((target("avx2"))) void quantise_run_avx2(const float* x, int64_t n, float s,
                                                        uint8_t* out) {
-  const __m256 scale = _mm256_set1_ps(s), hi = _mm256_set1_ps(kFp8Max),
-               lo = _mm256_set1_ps(-kFp8Max), min_normal = _mm256_set1_ps(kE4m3MinNormal),
-               steps = _mm256_set1_ps(1.0f / kE4m3SubnormalStep);
-  const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000),
-                bias = _mm256_set1_epi32((1 << 19) - 1), one = _mm256_set1_epi32(1),
-                rebase = _mm256_set1_epi32((127 - 7) << 3), max_code = _mm256_set1_epi32(kE4m3Max),
-                nan_code = _mm256_set1_epi32(kE4m3Nan), sign_byte = _mm256_set1_epi32(0x80);
+  const __m256 scale = _mm256_set1_ps(s), hi = _mm256_set1_ps(kFp8Max);
+  const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF),
+                exponent_mask = _mm256_set1_epi32(0x7F800000),
+                min_exponent = _mm256_set1_epi32((127 - 6) << 23),
+                step_shift = _mm256_set1_epi32(20 << 23), low5 = _mm256_set1_epi32(0x1F),
+                rebase = _mm256_set1_epi32(141 << 3), nan_code = _mm256_set1_epi32(kE4m3Nan),
+                sign_byte = _mm256_set1_epi32(0x80);
   // Byte 0 of each 32-bit lane, gathered into the low 4 bytes of each 128-bit half.
   const __m256i gather =
       _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
                        -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    // MINPS/MAXPS return their second operand when one is a NaN: the NaN goes through.
-    const __m256 v =
-        _mm256_max_ps(lo, _mm256_min_ps(hi, _mm256_div_ps(_mm256_loadu_ps(x + i), scale)));
-    const __m256i bits = _mm256_castps_si256(v);
-    const __m256i abits = _mm256_and_si256(bits, magnitude);
+    const __m256i bits = _mm256_castps_si256(_mm256_div_ps(_mm256_loadu_ps(x + i), scale));
+    const __m256 a = _mm256_min_ps(hi, _mm256_castsi256_ps(_mm256_and_si256(bits, magnitude)));
+    const __m256i exponent =
+        _mm256_max_epu32(_mm256_and_si256(_mm256_castps_si256(a), exponent_mask), min_exponent);
+    const __m256i f = _mm256_castps_si256(
+        _mm256_add_ps(a, _mm256_castsi256_ps(_mm256_add_epi32(exponent, step_shift))));
+    const __m256i code = _mm256_min_epu32(
+        _mm256_sub_epi32(_mm256_add_epi32(_mm256_srli_epi32(f, 20), _mm256_and_si256(f, low5)),
+                         rebase),
+        nan_code);
     const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(bits, 24), sign_byte);
-    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(abits, 20), one);
-    const __m256i rounded =
-        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(abits, bias), odd), 20);
-    const __m256i normal = _mm256_min_epu32(_mm256_sub_epi32(rounded, rebase), max_code);
-    const __m256 a = _mm256_castsi256_ps(abits);
-    const __m256i sub = _mm256_cvtps_epi32(_mm256_mul_ps(a, steps));
-    __m256i r = _mm256_blendv_epi8(normal, sub,
-                                   _mm256_castps_si256(_mm256_cmp_ps(a, min_normal, _CMP_LT_OQ)));
-    r = _mm256_blendv_epi8(r, nan_code, _mm256_cmpgt_epi32(abits, inf));
-    r = _mm256_shuffle_epi8(_mm256_or_si256(r, sign), gather);
+    const __m256i r = _mm256_shuffle_epi8(_mm256_or_si256(code, sign), gather);
     const __m256i packed =
         _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
     _mm_storel_epi64(reinterpret_cast<__m128i*>(out + i), _mm256_castsi256_si128(packed));
@@ -227,6 +225,15 @@ Status quantize_fp8_blocks(const TensorRef& in, std::span<uint8_t> q, std::span<
                             std::to_string(grid_rows * grid_cols) + " needed)");
   }
   const std::vector<int64_t> strides = in.effective_strides();
+  if (in.dtype == DType::kBF16 && strides[1] == 1 && fp8_avx512_available()) {
+    const auto* base = static_cast<const uint16_t*>(in.data) + in.offset;
+    for (int64_t br = 0; br < grid_rows; ++br) {
+      const int64_t r0 = br * kFp8Block, n = std::min(rows - r0, kFp8Block);
+      quantize_bf16_band_avx512(base + r0 * strides[0], strides[0], n, cols, q.data() + r0 * cols,
+                                scale_inv.data() + br * grid_cols);
+    }
+    return ok_status();
+  }
   // A band of 128 rows at a time, read row by row (sequential in memory, where a block's rows
   // are a row pitch apart): one pass for the blocks' amax, one (from cache) to quantise.
   std::vector<float> row(static_cast<size_t>(cols));  // one row, widened

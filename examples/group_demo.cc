@@ -110,6 +110,9 @@ int main(int argc, char** argv) {
                  "or hooked (written through PublishStep::write)")
       ->check(CLI::IsMember({"snapshot", "hooked"}))
       ->capture_default_str();
+  app.add_flag("--fp8", a.fp8,
+               "An FP8 group: engines hold the linear projections as block FP8 (docs/CONFIG.md, "
+               "fp8)");
   app.add_option("--bin", a.bin_dir, "Directory of weightcastd and weightcast")
       ->capture_default_str();
   app.add_option("--timeout-s", timeout_s, "Fail when the run takes longer")

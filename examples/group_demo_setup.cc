@@ -28,6 +28,7 @@ Result<DemoGroup> prepare_demo_group(const DemoArgs& args) {
   o.demo_density = args.density;
   o.demo_versions = args.versions;
   o.demo_publisher_mode = args.publisher_mode;
+  o.fp8 = args.fp8;
   o.demo_figures_path = args.figures_path;
   o.transports = args.transports;
   o.ucx_tls = args.ucx_tls;

@@ -33,6 +33,7 @@ struct DemoArgs {
   std::string ucx_publisher_memory;  // empty: auto (copies on a host without RDMA)
   // The demo trainer's publisher mode: "snapshot" or "hooked" (src/daemon/demo_trainer.h).
   std::string publisher_mode = "snapshot";
+  bool fp8 = false;  // an FP8 group (the config's fp8 section, default selection)
   // Where the publisher rank appends its per-version trainer figures (demo.figures_path);
   // empty: none, and the trainer overlaps each step with the previous publication.
   std::string figures_path;

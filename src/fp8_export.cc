@@ -2,22 +2,15 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 #include "codec/fp8_quantize.h"
+#include "codec/fp8_selection.h"
 #include "src/model_files.h"
 #include "transport/file_io.h"
 #include "transport/user_file_writer.h"
 
 namespace weightcast {
 namespace {
-
-nlohmann::json quantization_config() {
-  return {{"quant_method", "fp8"},
-          {"fmt", "e4m3"},
-          {"activation_scheme", "dynamic"},
-          {"weight_block_size", {kFp8Block, kFp8Block}}};
-}
 
 // The model's config.json beside --from (an object), or an empty object. Read as the project
 // reads every file it is handed (transport/file_io.h: regular files only, a size limit).
@@ -36,24 +29,10 @@ Result<nlohmann::json> model_config(const std::string& from) {
 }  // namespace
 
 Result<Fp8ExportReport> export_fp8_checkpoint(const Fp8ExportOptions& options) {
-  std::vector<std::regex> patterns;
-  std::vector<std::string> sources = options.patterns;
-  if (sources.empty()) sources.push_back(kFp8DefaultPattern);
-  for (const auto& p : sources) {
-    try {
-      patterns.emplace_back(p, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      return invalid_argument("--quantize pattern '" + p + "' is not a valid regex: " + e.what());
-    }
-  }
+  ASSIGN_OR_RETURN(const Fp8Selection selection,
+                   Fp8Selection::compile(options.patterns, "--quantize"));
   ASSIGN_OR_RETURN(std::unique_ptr<ModelFiles> model, read_model_files(options.from));
   ASSIGN_OR_RETURN(nlohmann::json config, model_config(options.from));
-  const auto selected = [&](const std::string& name) {
-    for (const auto& re : patterns) {
-      if (std::regex_match(name, re)) return true;
-    }
-    return false;
-  };
   Fp8ExportReport report;
   report.bytes_in = model->total_bytes;
   std::vector<std::vector<uint8_t>> values;  // the quantised bytes the views below point into
@@ -62,18 +41,12 @@ Result<Fp8ExportReport> export_fp8_checkpoint(const Fp8ExportOptions& options) {
   values.reserve(model->tensors.size());
   scales.reserve(model->tensors.size());
   for (const auto& t : model->tensors) {
-    if (!selected(t.name)) {
+    if (!selection.selects(t.name)) {
       out.push_back(t);
       ++report.kept;
       continue;
     }
-    if (t.shape.size() != 2 ||
-        (t.dtype != DType::kBF16 && t.dtype != DType::kF16 && t.dtype != DType::kF32)) {
-      return invalid_argument("tensor '" + t.name + "' (" + std::string(dtype_name(t.dtype)) +
-                              ", " + std::to_string(t.shape.size()) +
-                              "-D) is selected for FP8 but is not a 2-D bf16, fp16 or fp32 "
-                              "matrix (narrow --quantize)");
-    }
+    RETURN_IF_ERROR(check_fp8_source(t.name, t.dtype, t.shape, "narrow --quantize"));
     TensorRef ref = TensorRef::contiguous(t.name, t.dtype, const_cast<uint8_t*>(t.bytes.data()),
                                           t.shape[0] * t.shape[1]);
     ref.shape = t.shape;
@@ -82,7 +55,7 @@ Result<Fp8ExportReport> export_fp8_checkpoint(const Fp8ExportOptions& options) {
         static_cast<size_t>(fp8_scale_rows(t.shape[0]) * fp8_scale_cols(t.shape[1])));
     RETURN_IF_ERROR(quantize_fp8_blocks(ref, q, s));
     out.push_back({t.name, DType::kF8E4M3FN, t.shape, q});
-    out.push_back({t.name + "_scale_inv",
+    out.push_back({fp8_scale_name(t.name),
                    DType::kF32,
                    {fp8_scale_rows(t.shape[0]), fp8_scale_cols(t.shape[1])},
                    {reinterpret_cast<const uint8_t*>(s.data()), s.size() * sizeof(float)}});
@@ -104,7 +77,7 @@ Result<Fp8ExportReport> export_fp8_checkpoint(const Fp8ExportOptions& options) {
   for (const auto& f : model->files) files.inputs.push_back(f.path());
   RETURN_IF_ERROR(write_model_file(report.model_file, out, files));
   for (const auto& t : out) report.bytes_out += t.bytes.size();
-  config["quantization_config"] = quantization_config();
+  config["quantization_config"] = nlohmann::json::parse(fp8_quantization_config_json());
   const std::string text = config.dump(2) + "\n";
   ASSIGN_OR_RETURN(UserFileWriter writer, UserFileWriter::create(report.config_file, files));
   RETURN_IF_ERROR(writer.write({reinterpret_cast<const uint8_t*>(text.data()), text.size()}));

@@ -15,14 +15,10 @@
 
 namespace weightcast {
 
-// The default selection: the linear projections (names ending in "_proj.weight"), leaving
-// embeddings, norms, routers and the LM head in their dtype, as FP8 checkpoints do.
-inline constexpr const char* kFp8DefaultPattern = R"(.*_proj\.weight$)";
-
 struct Fp8ExportOptions {
   std::string from;     // MODEL.safetensors or model.safetensors.index.json
   std::string out_dir;  // created if missing; model.safetensors and config.json go there
-  std::vector<std::string> patterns;  // ECMAScript regexes over whole names; empty: default
+  std::vector<std::string> patterns;  // codec/fp8_selection.h; empty: kFp8DefaultPattern
   std::function<void(const std::string&)> log;
 };
 

@@ -69,6 +69,7 @@ struct GroupBenchBounds {
   double publisher_snapshot_factor = 1.05;  // x the model's bf16 bytes
   double write_copy_factor = 2;             // hooked write pass / plain copy
   double publish_factor = 0.25;             // hooked publish / snapshot publish
+  double fp8_bytes_factor = 0.5;            // FP8 group's delta bytes / the bf16 group's
   double slack = 1;                         // multiplies every bound (`--bound-factor`)
 };
 

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "src/control/group_config.h"
+#include "src/group_bench_fp8.h"
 #include "src/group_bench_hooked.h"
 
 extern char** environ;
@@ -82,7 +83,7 @@ Result<std::vector<std::string>> transport_flags(const std::string& transport) {
 Result<json> run_demo(const GroupBenchConfig& c, const std::string& transport,
                       const std::string& mode) {
   ASSIGN_OR_RETURN(std::vector<std::string> extra, transport_flags(transport));
-  const std::string label = transport + (mode == "hooked" ? "-hooked" : "");
+  const std::string label = transport + (mode == "snapshot" ? "" : "-" + mode);
   const std::string dir = c.work_dir + "/" + label;
   const std::string json_path = dir + ".json", log = dir + ".log";
   std::error_code ec;
@@ -105,7 +106,8 @@ Result<json> run_demo(const GroupBenchConfig& c, const std::string& transport,
                                 "--json-out",
                                 json_path,
                                 "--publisher-mode",
-                                mode};
+                                mode == "hooked" ? "hooked" : "snapshot"};
+  if (mode == "fp8") argv.push_back("--fp8");
   argv.insert(argv.end(), extra.begin(), extra.end());
   if (c.log) {
     c.log("bench group: running the group over " + transport + ", publisher in " + mode +
@@ -139,13 +141,14 @@ Result<json> run_group_benchmark(const GroupBenchConfig& c) {
     return failed_precondition("bench group: cannot create " + c.work_dir + ": " + ec.message());
   }
   std::vector<std::string> modes;
-  for (const char* m : {"snapshot", "hooked"}) {
+  // hooked and fp8 runs are compared with the snapshot run, which is added when not given.
+  for (const char* m : {"snapshot", "hooked", "fp8"}) {
     for (const auto& given : c.publisher_modes) {
-      if (given != "snapshot" && given != "hooked") {
+      if (given != "snapshot" && given != "hooked" && given != "fp8") {
         return invalid_argument("bench group: unknown publisher mode '" + given +
-                                "' (snapshot or hooked)");
+                                "' (snapshot, hooked or fp8)");
       }
-      if (given == m || (given == "hooked" && std::string(m) == "snapshot")) {
+      if (given == m || (given != "snapshot" && std::string(m) == "snapshot")) {
         if (std::find(modes.begin(), modes.end(), m) == modes.end()) modes.push_back(m);
       }
     }
@@ -211,7 +214,11 @@ Result<json> run_group_benchmark(const GroupBenchConfig& c) {
   }
   out["runs"] = json::array();
   for (const auto& d : demos) {
-    json run = summarize_group_run(d, codec ? &*codec : nullptr, c.bounds);
+    // The codec reference encodes the bf16 model: an FP8 run's targets against it would
+    // compare other bytes, so it has none (its own target is compare_fp8_run's).
+    const bool fp8 = d.value("label", "").ends_with("-fp8");
+    json run = summarize_group_run(d, codec && !fp8 ? &*codec : nullptr, c.bounds);
+    run["publisher_mode"] = fp8 ? "fp8" : run.value("publisher_mode", "snapshot");
     run["label"] = d["label"];
     run["transport"] = d["transport"];
     run["journal_root"] = d.value("journal_root", "");
@@ -220,13 +227,17 @@ Result<json> run_group_benchmark(const GroupBenchConfig& c) {
     run["acks_by_transport"] = d.value("acks_by_transport", json::object());
     out["runs"].push_back(std::move(run));
   }
-  // Each hooked run next to the snapshot run of its transport (run just before it).
+  // Each hooked and fp8 run next to the snapshot run of its transport (run before it).
   for (size_t i = 1; i < out["runs"].size(); ++i) {
     json& run = out["runs"][i];
-    const json& before = out["runs"][i - 1];
-    if (run["publisher_mode"] == "hooked" && before["publisher_mode"] == "snapshot" &&
-        before["transport"] == run["transport"]) {
-      compare_publisher_modes(before, &run, c.bounds);
+    for (size_t k = i; k-- > 0;) {
+      const json& before = out["runs"][k];
+      if (before["publisher_mode"] != "snapshot" || before["transport"] != run["transport"]) {
+        continue;
+      }
+      if (run["publisher_mode"] == "hooked") compare_publisher_modes(before, &run, c.bounds);
+      if (run["publisher_mode"] == "fp8") compare_fp8_run(before, &run, c.bounds);
+      break;
     }
   }
   return out;

@@ -42,11 +42,13 @@ class LocalGroup:
     ``timeouts``: overrides of the config's ``timeouts`` map (milliseconds).
     ``snapshot``: where snapshot mode keeps CUDA tensors' copy, ``"host"`` or ``"device"``
     (the config's ``publisher.snapshot``; absent: the default, host).
+    ``fp8``: an FP8 group (the config's ``fp8`` section): ``True`` for the default selection
+    (the linear projections), or a list of regexes over whole tensor names (``fp8.quantize``).
     """
 
     def __init__(self, work_dir, subscribers=1, *, transports=("fs",), anchor_every=5,
                  max_in_flight=2, timeouts=None, group_id="python-local", weightcastd=None,
-                 snapshot=None):
+                 snapshot=None, fp8=None):
         os.makedirs(work_dir, exist_ok=True)
         self.work_dir = os.fspath(work_dir)
         self.subscribers = subscribers
@@ -63,6 +65,11 @@ class LocalGroup:
         ]
         if snapshot is not None:
             lines.append(f"publisher: {{snapshot: {snapshot}}}")
+        if fp8 is True:
+            lines.append("fp8: {}")
+        elif fp8:
+            quoted = ", ".join("'" + p.replace("'", "''") + "'" for p in fp8)
+            lines.append(f"fp8: {{quantize: [{quoted}]}}")
         lines += [
             "timeouts: {" + ", ".join(f"{k}: {v}" for k, v in t.items()) + "}",
             "ranks:",

@@ -17,11 +17,13 @@ namespace {
 
 using nlohmann::json;
 
-// Every target a run can report (src/group_bench_targets.h, src/group_bench_hooked.h).
-constexpr std::array<const char*, 7> kTargets = {
-    "subscriber_rss",          "bytes_written",        "all_acked_vs_codec",
-    "publisher_rss",           "hooked_write_vs_copy", "hooked_publish_vs_snapshot",
-    "hooked_records_identical"};
+// Every target a run can report (src/group_bench_targets.h, src/group_bench_hooked.h,
+// src/group_bench_fp8.h).
+constexpr std::array<const char*, 8> kTargets = {
+    "subscriber_rss",           "bytes_written",
+    "all_acked_vs_codec",       "publisher_rss",
+    "hooked_write_vs_copy",     "hooked_publish_vs_snapshot",
+    "hooked_records_identical", "fp8_delta_bytes_vs_bf16"};
 
 // Bytes as MiB with `decimals`; "-" for a figure not reported.
 std::string mib(const json& bytes, int decimals = 1) {
@@ -102,6 +104,16 @@ void print_run(const json& run) {
                 where.c_str(), measured.c_str(), bound.c_str(), verdict(t), ratio.c_str(),
                 t.contains("why") ? (" (" + t["why"].get<std::string>() + ")").c_str() : "");
   }
+  if (run.contains("fp8")) {
+    const json& f = run["fp8"];
+    std::printf(
+        "FP8 against the bf16 run %s: deltas %s MiB / %s MiB = %s over %zu versions, "
+        "anchors %s MiB / %s MiB = %s\n",
+        f["compared_with"].get<std::string>().c_str(), mib(f["fp8_delta_bytes"], 3).c_str(),
+        mib(f["bf16_delta_bytes"], 3).c_str(), num(f["delta_ratio"], "%.3f").c_str(),
+        f["delta_versions"].size(), mib(f["fp8_anchor_bytes"], 1).c_str(),
+        mib(f["bf16_anchor_bytes"], 1).c_str(), num(f["anchor_ratio"], "%.3f").c_str());
+  }
 }
 
 }  // namespace
@@ -140,11 +152,12 @@ void register_bench_group(CLI::App& bench, int& exit_code) {
       ->capture_default_str();
   g->add_option("--publisher-mode", cfg->publisher_modes,
                 "How the publisher's trainer hands over each version, comma-separated: snapshot "
-                "(read at publish, diffed against the publisher's snapshot) or hooked (written "
-                "through PublishStep::write; compared with a snapshot run of the same transport, "
-                "added when not listed)")
+                "(read at publish, diffed against the publisher's snapshot), hooked (written "
+                "through PublishStep::write) or fp8 (snapshot mode in an FP8 group); hooked and "
+                "fp8 are compared with a snapshot run of the same transport, added when not "
+                "listed")
       ->delimiter(',')
-      ->check(CLI::IsMember({"snapshot", "hooked"}))
+      ->check(CLI::IsMember({"snapshot", "hooked", "fp8"}))
       ->capture_default_str();
   g->add_option("--work-dir", cfg->work_dir, "Where each run's group, journal, JSON and log go")
       ->capture_default_str();

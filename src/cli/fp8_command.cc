@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "codec/fp8_selection.h"
 #include "src/cli/commands.h"
 #include "src/cli/path_flags.h"
 #include "src/fp8_export.h"

@@ -85,6 +85,8 @@ void register_init(CLI::App* group, int& exit_code) {
                    "Where the publisher serves ucx reads from: in_place, copy, or auto (copy "
                    "unless the host has RDMA devices; docs/CONFIG.md)")
       ->check(CLI::IsMember({"auto", "in_place", "copy"}));
+  init->add_flag("--fp8", o->fp8,
+                 "An FP8 group: engines hold the linear projections as block FP8 (fp8 section)");
   init->add_option("--demo-parameters", o->demo_parameters,
                    "Add a demo: section (a synthetic model for publishers without a trainer)")
       ->check(number_in<uint64_t>(kMinDemoParameters, kMaxDemoParameters));

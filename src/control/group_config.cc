@@ -16,6 +16,7 @@
 #include <set>
 #include <vector>
 
+#include "codec/fp8_selection.h"
 #include "src/control/curve_keys.h"
 #include "src/control/group_config_demo.h"
 #include "src/control/group_config_nccl.h"
@@ -107,6 +108,32 @@ Status parse_publisher(const Reader& r, const YAML::Node& n, proto::GroupConfig&
     return r.fail("publisher.snapshot", quote(where) + " is not host or device");
   }
   cfg.mutable_publisher()->set_snapshot(where);
+  return ok_status();
+}
+
+// `fp8: {quantize: ['.*_proj\.weight$']}`: an FP8 group; present means enabled unless
+// `enabled: false`. Patterns are compiled here so that a bad one fails every rank at start.
+Status parse_fp8(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg) {
+  if (!n.IsDefined()) return ok_status();
+  RETURN_IF_ERROR(r.mapping(n, "fp8", {"enabled", "quantize"}));
+  auto* f = cfg.mutable_fp8();
+  f->set_enabled(true);
+  if (n["enabled"].IsDefined()) {
+    ASSIGN_OR_RETURN(bool enabled, r.boolean(n["enabled"], "fp8.enabled"));
+    f->set_enabled(enabled);
+  }
+  const YAML::Node patterns = n["quantize"];
+  if (!patterns.IsDefined()) return ok_status();
+  RETURN_IF_ERROR(
+      r.sequence(patterns, "fp8.quantize", r.limits().max_list_entries, "max_list_entries"));
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    const std::string field = indexed("fp8.quantize", i);
+    ASSIGN_OR_RETURN(std::string pattern, r.str(patterns[i], field));
+    if (auto compiled = Fp8Selection::compile({pattern}, field); !compiled.ok()) {
+      return r.fail(field, quote(pattern) + " is not a valid regex");
+    }
+    f->add_quantize(pattern);
+  }
   return ok_status();
 }
 
@@ -280,9 +307,10 @@ Status parse_ranks(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg
 }
 
 Result<proto::GroupConfig> parse_root(const Reader& r, const YAML::Node& root) {
-  RETURN_IF_ERROR(r.mapping(root, "",
-                            {"group_id", "coordinator", "journal", "transports", "max_in_flight",
-                             "timeouts", "curve", "ranks", "demo", "ucx", "nccl", "publisher"}));
+  RETURN_IF_ERROR(
+      r.mapping(root, "",
+                {"group_id", "coordinator", "journal", "transports", "max_in_flight", "timeouts",
+                 "curve", "ranks", "demo", "ucx", "nccl", "publisher", "fp8"}));
   proto::GroupConfig cfg;
   ASSIGN_OR_RETURN(*cfg.mutable_group_id(), r.str_field(root, "", "group_id"));
   if (!valid_group_id(cfg.group_id())) {
@@ -295,6 +323,7 @@ Result<proto::GroupConfig> parse_root(const Reader& r, const YAML::Node& root) {
   RETURN_IF_ERROR(parse_transports(r, root["transports"], cfg));
   RETURN_IF_ERROR(parse_ucx(r, root["ucx"], cfg));
   RETURN_IF_ERROR(parse_publisher(r, root["publisher"], cfg));
+  RETURN_IF_ERROR(parse_fp8(r, root["fp8"], cfg));
   RETURN_IF_ERROR(parse_nccl_section(r, root["nccl"], cfg));
   ASSIGN_OR_RETURN(uint64_t in_flight,
                    r.uint_field(root, "", "max_in_flight", kDefaultMaxInFlight, 1, kMaxInFlight));

@@ -94,6 +94,7 @@ Result<GroupInitResult> init_group(const GroupInitOptions& o) {
     y << "curve:\n  enabled: true\n  coordinator_public_key: \"" << pairs[0].public_z85
       << "\"\n  coordinator_key_file: keys/rank0.key\n  observer_key_file: keys/observer.key\n";
   }
+  if (o.fp8) y << "fp8: {}\n";
   if (o.demo_parameters > 0) {
     y << "demo:\n  parameters: " << o.demo_parameters << "\n  density: " << o.demo_density
       << "\n  versions: " << o.demo_versions << "\n  seed: 1\n";

@@ -52,6 +52,13 @@ Result<std::unique_ptr<Publisher>> Publisher::start(const proto::GroupConfig& co
   journal.anchor_every = config.anchor_every();
   journal.retention.keep_anchors = std::max<uint32_t>(1, config.retain_anchors());
   journal.pool = p->pool_.get();
+  if (config.fp8().enabled()) {
+    const std::vector<std::string> patterns(config.fp8().quantize().begin(),
+                                            config.fp8().quantize().end());
+    ASSIGN_OR_RETURN(p->fp8_, Fp8Selection::compile(patterns, "fp8.quantize"));
+    journal.anchor.config_json =
+        "{\"quantization_config\": " + fp8_quantization_config_json() + "}";
+  }
   journal.log = p->options_.log;
   Publisher* self = p.get();
   LivePathRank live;
@@ -101,9 +108,14 @@ Status Publisher::register_tensor(const TensorRef& ref, TensorUpdates updates) {
   if (any_queued_) {
     return failed_precondition("tensor '" + ref.name + "' registered after the first publish");
   }
-  for (const auto& t : tensors_) {
-    if (t.name == ref.name) return invalid_argument("tensor '" + ref.name + "' registered twice");
+  for (size_t k = 0; k < tensors_.size(); ++k) {
+    if (tensors_[k].name != ref.name) continue;
+    const bool scales = std::any_of(fp8_sources_.begin(), fp8_sources_.end(),
+                                    [k](const Fp8Source& f) { return f.scale == k; });
+    return invalid_argument("tensor '" + ref.name + "' registered twice" +
+                            (scales ? " (it names an FP8 tensor's scales)" : ""));
   }
+  if (fp8_ && fp8_->selects(ref.name)) return register_fp8(ref, updates);
   tensors_.push_back(ref);
   updates_.push_back(updates);
   live_checksums_.emplace_back();

@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "codec/fp8_selection.h"
 #include "codec/status.h"
 #include "codec/tensor_ref.h"
 #include "codec/thread_pool.h"
@@ -62,6 +63,9 @@ struct PublisherOptions {
   ControlLog log;
   // The live paths to start (those the group's transports list); unset: default_live_paths().
   std::shared_ptr<const LivePathRegistry> live_paths;
+  // Bytes of new values read per piece by a snapshot tensor not readable in place (strided
+  // views, CUDA memory, FP8 values: publisher_staged.cc); at least one row (FP8: 128 rows).
+  uint64_t staged_piece_bytes = uint64_t{32} << 20;
   // Tests: called on the worker after a version is written (and served) and before its
   // Offer is sent.
   std::function<void(uint64_t version)> before_offer;
@@ -169,6 +173,13 @@ class Publisher {
   Status refuse_step(const PublishJob& job, const Status& why);
   Result<uint64_t> live_checksum(size_t tensor) const;
   bool any_hooked() const;
+  // FP8 groups (publisher_fp8.cc): registers the published pair of a selected tensor, whether
+  // tensors_[i] is read where it lives (not FP8 values, host memory, contiguous), and
+  // quantises rows [first_row, first_row + rows) (whole 128-row blocks but the last) of FP8
+  // values tensor i's source into `out`, its block rows of the scale grid with them.
+  Status register_fp8(const TensorRef& ref, TensorUpdates updates);
+  bool read_in_place(size_t i) const;
+  Status quantize_rows(size_t i, int64_t first_row, int64_t rows, std::span<uint8_t> out);
   // Whether the step of `version` is an anchor whatever its writes (waits for the queued
   // publications first, as the journal's state decides it); opens its streamed anchor then.
   Status open_streamed_anchor(PublishStep& step, bool force_anchor);
@@ -187,6 +198,18 @@ class Publisher {
   std::vector<std::unique_ptr<LivePathServer>> live_;
 
   std::vector<TensorRef> tensors_;
+  // FP8 groups: the selection (unset: not an FP8 group), each selected tensor's source and
+  // the index of its scales in tensors_ (pointing into scale_inv; its values, read only by
+  // quantize_rows, come just before), and per entry of tensors_ the index of its source when
+  // it is FP8 values (-1 otherwise; shorter than tensors_ until the first).
+  struct Fp8Source {
+    TensorRef source;
+    size_t scale = 0;
+    std::vector<float> scale_inv;
+  };
+  std::optional<Fp8Selection> fp8_;
+  std::vector<Fp8Source> fp8_sources_;
+  std::vector<int> fp8_of_;
   std::vector<TensorUpdates> updates_;  // per tensor
   // Hooked tensors: C() of their live bytes after the last step the guard passed (nullopt:
   // unknown, computed at the next begin_step). Worker-owned but read by begin_step under mu_.

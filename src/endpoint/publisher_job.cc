@@ -116,7 +116,7 @@ Status Publisher::run_job(PublishJob& job) {
     std::vector<std::span<uint8_t>> outs;
     for (size_t i = 0; i < tensors_.size(); ++i) {
       const auto& t = tensors_[i];
-      if (t.memory != MemoryKind::kCuda && t.is_contiguous()) continue;  // read in place
+      if (read_in_place(i)) continue;
       const bool device = device_snapshots_[i] != nullptr;
       if (updates_[i] == TensorUpdates::kSnapshot) {
         Status read = device
@@ -145,7 +145,7 @@ Status Publisher::run_job(PublishJob& job) {
   std::vector<EncodedDelta*> encoded(tensors_.size(), nullptr);
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const auto& t = tensors_[i];
-    const bool in_place = t.memory != MemoryKind::kCuda && t.is_contiguous();
+    const bool in_place = read_in_place(i);
     if (records[i]) encoded[i] = &*records[i];
     std::span<const uint8_t> now;
     if (!hooked_copies[i].empty()) {

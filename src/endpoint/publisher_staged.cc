@@ -1,8 +1,8 @@
 // The publisher's snapshot tensors that cannot be read where they live (strided views, CUDA
-// memory): read in bounded pieces of whole rows into a staging buffer, each piece diffed
-// against the snapshot (codec/delta_recorder.h, the same chunks encode_delta makes) and then
-// copied over it. The snapshot is the one copy of such a tensor; no gathered copy of the
-// whole tensor is made.
+// memory, an FP8 group's quantised values): read in bounded pieces of whole rows into a
+// staging buffer, each piece diffed against the snapshot (codec/delta_recorder.h, the same
+// chunks encode_delta makes) and then copied over it. The snapshot is the one copy of such a
+// tensor; no gathered copy of the whole tensor is made.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -10,14 +10,14 @@
 #include "codec/allocation.h"
 #include "codec/cuda_codec.h"
 #include "codec/delta_recorder.h"
+#include "codec/fp8_quantize.h"
 #include "src/endpoint/publisher.h"
 #include "transport/tensor_staging.h"
 
 namespace weightcast {
 namespace {
 
-// Bytes of new values read per piece (a piece is at least one row of dimension 0).
-constexpr uint64_t kStagedPieceBytes = uint64_t{32} << 20;
+constexpr uint64_t kFp8PieceBytes = uint64_t{4} << 20;
 
 // Rows [first, first + count) of dimension 0 of `t`, as a view.
 TensorRef rows_of(const TensorRef& t, int64_t first, int64_t count) {
@@ -51,8 +51,15 @@ Status Publisher::read_staged(size_t i, uint64_t version, bool from_snapshot,
   }
   const int64_t rows = t.shape.empty() ? 1 : t.shape[0];
   const uint64_t row_elements = rows == 0 ? 0 : t.numel() / static_cast<uint64_t>(rows);
-  const int64_t rows_per_piece = static_cast<int64_t>(
-      std::max<uint64_t>(1, kStagedPieceBytes / std::max<uint64_t>(1, row_elements * es)));
+  // FP8 values are quantised from their source in whole 128-row blocks (publisher_fp8.cc),
+  // into pieces of at most kFp8PieceBytes: the quantiser needs no large transfers, and the
+  // publisher of an FP8 group then holds little more than its FP8 snapshot.
+  const bool fp8 = i < fp8_of_.size() && fp8_of_[i] >= 0;
+  const uint64_t piece_bytes =
+      fp8 ? std::min(options_.staged_piece_bytes, kFp8PieceBytes) : options_.staged_piece_bytes;
+  int64_t rows_per_piece = static_cast<int64_t>(
+      std::max<uint64_t>(1, piece_bytes / std::max<uint64_t>(1, row_elements * es)));
+  if (fp8) rows_per_piece = std::max<int64_t>(1, rows_per_piece / kFp8Block) * kFp8Block;
   for (int64_t r = 0; r < rows; r += rows_per_piece) {
     const int64_t n = std::min(rows_per_piece, rows - r);
     const TensorRef piece = t.shape.empty() ? t : rows_of(t, r, n);
@@ -63,7 +70,7 @@ Status Publisher::read_staged(size_t i, uint64_t version, bool from_snapshot,
                                                                 t.name + "'"));
     }
     const std::span<uint8_t> staged(staging_.data(), count * es);
-    RETURN_IF_ERROR(gather_tensor(piece, staged));
+    RETURN_IF_ERROR(fp8 ? quantize_rows(i, r, n, staged) : gather_tensor(piece, staged));
     uint8_t* old_bytes = snapshot.data() + first * es;
     if (recorder) RETURN_IF_ERROR(recorder->record(first, count, old_bytes, staged.data()));
     if (es == 8 && std::memcmp(old_bytes, staged.data(), staged.size()) != 0) *wide_changed = true;

@@ -9,6 +9,7 @@
 #include "codec/checksum.h"
 #include "codec/cuda_codec.h"
 #include "src/endpoint/publisher.h"
+#include "transport/fs/anchor_plan.h"
 #include "transport/fs/journal_layout.h"
 
 namespace weightcast {
@@ -165,7 +166,7 @@ Status Publisher::stream_snapshot_tensors(PublishStep& step, std::span<const Pub
                         "': " + std::strerror(errno));
       }
     }
-    return ok_status();
+    return write_anchor_config_json(dir, writer_->anchor_options());  // an FP8 group's
   };
   return ok_status();
 }

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
@@ -125,6 +126,46 @@ TEST(Fp8Quantiser, TheBlocksLargestMagnitudeIs448AndRaggedEdgesHaveTheirOwnScale
       const float v = x[static_cast<size_t>(i * cols + j)];
       // Three mantissa bits: within 1/16 of the value, or of the smallest normal times s.
       ASSERT_LE(std::fabs(back - v), std::max(std::fabs(v) / 16, 0x1p-7f * s)) << i << ", " << j;
+    }
+  }
+}
+
+// Every kernel (the suite runs again with WEIGHTCAST_NO_AVX512 and WEIGHTCAST_NO_AVX2) against
+// the scalar encoder of the fp32 quotient, on 1024 blocks of bf16: each block's amax a random
+// bf16 magnitude (so the scales are arbitrary fp32 values, not powers of two), the other values
+// every magnitude up to it in turn, both signs. Each value's x / s lands anywhere relative to
+// the e4m3fn halfway points, so a kernel whose division is not the correctly rounded one, or
+// whose rounding of the quotient is off, differs somewhere.
+TEST(Fp8Quantiser, EveryKernelEqualsTheScalarEncoderOfTheQuotient) {
+  constexpr int64_t kBlocks = 1024;
+  std::vector<uint16_t> x(static_cast<size_t>(kBlocks * 128 * 128));
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<uint32_t> magnitude(0x0080, 0x7F7F);  // normal, finite
+  std::vector<uint16_t> amax(kBlocks);
+  for (int64_t b = 0; b < kBlocks; ++b) {
+    amax[b] = static_cast<uint16_t>(magnitude(rng));
+    uint16_t* block = x.data() + b * 128 * 128;  // rows of 128 (a [kBlocks * 128, 128] matrix)
+    uint32_t next = static_cast<uint32_t>(rng() % 64);
+    for (int64_t i = 0; i < 128 * 128; ++i) {
+      const uint32_t m = next++ % (uint32_t{amax[b]} + 1);
+      block[i] = static_cast<uint16_t>(m | ((rng() & 1) << 15));
+    }
+    block[rng() % (128 * 128)] = amax[b];
+  }
+  TensorRef t =
+      TensorRef::contiguous("quotients", DType::kBF16, x.data(), static_cast<int64_t>(x.size()));
+  t.shape = {kBlocks * 128, 128};
+  const Quantised r = quantise(t);
+  ASSERT_EQ(r.scale.size(), static_cast<size_t>(kBlocks));
+  for (int64_t b = 0; b < kBlocks; ++b) {
+    const float s = std::max(std::bit_cast<float>(uint32_t{amax[b]} << 16), 1e-4f) / 448.0f;
+    ASSERT_EQ(r.scale[b], s) << "block " << b;
+    for (int64_t i = 0; i < 128 * 128; ++i) {
+      const size_t at = static_cast<size_t>(b * 128 * 128 + i);
+      const float v = std::bit_cast<float>(uint32_t{x[at]} << 16);
+      const float quotient = std::clamp(v / s, -448.0f, 448.0f);
+      ASSERT_EQ(r.q[at], float_to_e4m3fn(quotient))
+          << "block " << b << " element " << i << ": " << v << " / " << s << " = " << quotient;
     }
   }
 }

@@ -47,6 +47,13 @@ TEST(GroupConfigMalformed, UnknownTopLevelKey) {
 TEST(GroupConfigMalformed, UnknownNestedKey) {
   EXPECT_TRUE(rejects(with(kMinimal, "  endpoint:", "  endpont:"), {"coordinator", "'endpont'"}));
 }
+TEST(GroupConfigMalformed, Fp8Section) {
+  EXPECT_TRUE(rejects(kMinimal + "fp8: {quantise: [x]}\n", {"fp8", "'quantise'"}));
+  EXPECT_TRUE(rejects(kMinimal + "fp8: {quantize: x}\n", {"fp8.quantize"}));
+  EXPECT_TRUE(rejects(kMinimal + "fp8: {quantize: ['(unclosed']}\n",
+                      {"fp8.quantize[0]", "'(unclosed'", "regex"}));
+  EXPECT_TRUE(rejects(kMinimal + "fp8: {enabled: maybe}\n", {"fp8.enabled"}));
+}
 TEST(GroupConfigMalformed, UnknownRankKey) {
   EXPECT_TRUE(rejects(with(kMinimal, "role: subscriber", "role: subscriber, hots: x"),
                       {"ranks[2]", "'hots'"}));

@@ -128,6 +128,25 @@ TEST(GroupConfig, UcxPublisherMemory) {
   }
 }
 
+// `fp8`: present means an FP8 group, with the default selection unless `quantize` names one.
+TEST(GroupConfig, Fp8Section) {
+  auto none = parse(kMinimal);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->fp8().enabled());
+  auto defaults = parse(kMinimal + "fp8: {}\n");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().to_string();
+  EXPECT_TRUE(defaults->fp8().enabled());
+  EXPECT_EQ(defaults->fp8().quantize_size(), 0);
+  auto chosen = parse(kMinimal + R"(fp8: {quantize: ['.*\.(q|k|v|o)_proj\.weight$', 'x'] })"
+                                 "\n");
+  ASSERT_TRUE(chosen.ok()) << chosen.status().to_string();
+  ASSERT_EQ(chosen->fp8().quantize_size(), 2);
+  EXPECT_EQ(chosen->fp8().quantize(0), R"(.*\.(q|k|v|o)_proj\.weight$)");
+  auto off = parse(kMinimal + "fp8: {enabled: false, quantize: [x]}\n");
+  ASSERT_TRUE(off.ok()) << off.status().to_string();
+  EXPECT_FALSE(off->fp8().enabled());
+}
+
 TEST(GroupConfig, DemoDefaultsAndCurveEnabledByDefault) {
   auto r = parse(curve_config() + "demo: {seed: 4}\n");
   ASSERT_TRUE(r.ok()) << r.status().to_string();

@@ -42,6 +42,7 @@ TestGroup::TestGroup(const GroupSpec& spec) {
     y << "}\n";
   }
   if (spec.nccl_timeout_ms) y << "nccl: {timeout_ms: " << spec.nccl_timeout_ms << "}\n";
+  y << spec.extra_yaml;
   std::vector<CurveKeyPair> keys;
   if (spec.curve) {
     std::filesystem::create_directories(dir_ + "/keys");

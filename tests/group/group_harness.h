@@ -37,6 +37,7 @@ struct GroupSpec {
   std::string ucx_tls;               // the ucx.tls field when not empty
   std::string ucx_publisher_memory;  // the ucx.publisher_memory field when not empty
   uint32_t nccl_timeout_ms = 0;      // the nccl.timeout_ms field when not 0
+  std::string extra_yaml;            // appended to the config as it is (e.g. an fp8 section)
 };
 
 // A group in a fresh temp directory: rank 0 coordinator, 1 publisher, 2.. subscribers.

@@ -126,6 +126,17 @@ Status anchor_errno_error(const std::string& what, const std::string& path, uint
                   std::strerror(errno));
 }
 
+namespace {
+
+// `text` as the synced file `dir`/`name`.
+Status write_anchor_text(const std::string& dir, const char* name, const std::string& text) {
+  const std::string path = (std::filesystem::path(dir) / name).string();
+  return write_and_sync_file(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()},
+                             {});
+}
+
+}  // namespace
+
 Status write_anchor_index_json(const std::string& dir, std::span<const SafetensorsTensorSpec> specs,
                                const AnchorPlan& plan) {
   nlohmann::json weight_map = nlohmann::json::object();
@@ -138,10 +149,12 @@ Status write_anchor_index_json(const std::string& dir, std::span<const Safetenso
   }
   const nlohmann::json index{{"metadata", {{"total_size", total_size}}},
                              {"weight_map", weight_map}};
-  const std::string text = index.dump(2) + "\n";
-  const std::string path = (std::filesystem::path(dir) / kAnchorIndexFile).string();
-  return write_and_sync_file(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()},
-                             {});
+  return write_anchor_text(dir, kAnchorIndexFile, index.dump(2) + "\n");
+}
+
+Status write_anchor_config_json(const std::string& dir, const AnchorWriteOptions& options) {
+  if (options.config_json.empty()) return ok_status();
+  return write_anchor_text(dir, kAnchorConfigFile, options.config_json);
 }
 
 }  // namespace weightcast

@@ -75,5 +75,7 @@ Status anchor_errno_error(const std::string& what, const std::string& path, uint
 // Writes and fsyncs `dir`/model.safetensors.index.json (total_size and weight_map).
 Status write_anchor_index_json(const std::string& dir, std::span<const SafetensorsTensorSpec> specs,
                                const AnchorPlan& plan);
+// options.config_json into `dir`/config.json, synced; nothing when it is empty.
+Status write_anchor_config_json(const std::string& dir, const AnchorWriteOptions& options);
 
 }  // namespace weightcast

@@ -145,7 +145,8 @@ Status write_anchor(const std::string& dir, std::span<const AnchorTensor> tensor
   std::vector<uint64_t> tensor_checksums(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) tensor_checksums[i] = checksums[i].load();
   fill_anchor_manifest(plan, specs, hashes, tensor_checksums, manifest);
-  return write_anchor_index_json(dir, specs, plan);
+  RETURN_IF_ERROR(write_anchor_index_json(dir, specs, plan));
+  return write_anchor_config_json(dir, options);
 }
 
 }  // namespace weightcast

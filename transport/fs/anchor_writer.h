@@ -47,10 +47,15 @@ struct AnchorWriteOptions {
   // Test hook (ENOSPC simulation): called before every pwrite with the file's path, the
   // absolute offset and the byte count; an error is returned as that write's error.
   std::function<Status(const std::string& file, uint64_t offset, uint64_t bytes)> before_write;
+  // When not empty: a JSON object written as config.json beside the index (an FP8 group's
+  // quantization_config, which FP8 loaders read there; src/endpoint/publisher_fp8.cc).
+  std::string config_json;
 };
 
 // The name of an anchor's index file, as Hugging Face spells it.
 inline constexpr const char* kAnchorIndexFile = "model.safetensors.index.json";
+// AnchorWriteOptions::config_json's file.
+inline constexpr const char* kAnchorConfigFile = "config.json";
 
 // "model-00001-of-00003.safetensors": shard `index` (0-based) of `count`.
 std::string anchor_shard_name(size_t index, size_t count);

@@ -1,0 +1,113 @@
+// FP8 groups (`fp8` in the group config; docs/ARCHITECTURE.md §4 "FP8"): a selected tensor is
+// published as its block-FP8 pair, float8_e4m3fn values under its own name and the fp32
+// `<name>_scale_inv` grid (codec/fp8_selection.h). The trainer's matrix stays the source and
+// is never copied whole: each publication quantises it in bands of 128-row blocks into the
+// bounded staging buffer, and publisher_staged.cc diffs each band against the snapshot of the
+// quantised bytes, so the delta, the checksums and the anchors are of what the engine holds.
+// The scale grids are small and kept whole; they are read in place as host tensors. A source in
+// CUDA memory is quantised on its GPU (cuda_codec.h), so only the FP8 bytes cross to the host.
+#include <algorithm>
+#include <cstring>
+
+#include "codec/allocation.h"
+#include "codec/cuda_codec.h"
+#include "codec/fp8_quantize.h"
+#include "src/endpoint/publisher.h"
+
+namespace weightcast {
+
+Status Publisher::register_fp8(const TensorRef& ref, TensorUpdates updates) {
+  RETURN_IF_ERROR(
+      check_fp8_source(ref.name, ref.dtype, ref.shape, "narrow the group config's fp8.quantize"));
+  if (updates == TensorUpdates::kHooked) {
+    return invalid_argument("tensor '" + ref.name +
+                            "' is quantised to FP8 for this group (fp8.quantize) and takes the "
+                            "snapshot path: register it without hooked updates");
+  }
+  const std::string scale_name = fp8_scale_name(ref.name);
+  for (const auto& t : tensors_) {
+    if (t.name == scale_name) {
+      return invalid_argument("tensor '" + ref.name +
+                              "' is quantised to FP8, and its scale name '" + scale_name +
+                              "' is a registered tensor's");
+    }
+  }
+  const int64_t rows = ref.shape[0], cols = ref.shape[1];
+  Fp8Source source;
+  source.source = ref;
+  source.scale = tensors_.size() + 1;
+  ASSIGN_OR_RETURN(
+      source.scale_inv,
+      allocate_or_status(
+          static_cast<uint64_t>(fp8_scale_rows(rows) * fp8_scale_cols(cols)) * sizeof(float),
+          "the FP8 scales of tensor '" + ref.name + "'", [&] {
+            return std::vector<float>(
+                static_cast<size_t>(fp8_scale_rows(rows) * fp8_scale_cols(cols)));
+          }));
+  // The values: read only through quantize_rows (data stays null, so nothing else can).
+  TensorRef values;
+  values.name = ref.name;
+  values.dtype = DType::kF8E4M3FN;
+  values.shape = ref.shape;
+  TensorRef scales = TensorRef::contiguous(scale_name, DType::kF32, source.scale_inv.data(),
+                                           static_cast<int64_t>(source.scale_inv.size()));
+  scales.shape = {fp8_scale_rows(rows), fp8_scale_cols(cols)};
+  fp8_of_.resize(tensors_.size(), -1);
+  fp8_of_.push_back(static_cast<int>(fp8_sources_.size()));
+  fp8_of_.push_back(-1);
+  tensors_.push_back(std::move(values));
+  tensors_.push_back(std::move(scales));
+  for (int k = 0; k < 2; ++k) {
+    updates_.push_back(TensorUpdates::kSnapshot);
+    live_checksums_.emplace_back();
+  }
+  fp8_sources_.push_back(std::move(source));
+  return ok_status();
+}
+
+bool Publisher::read_in_place(size_t i) const {
+  const TensorRef& t = tensors_[i];
+  const bool fp8_values = i < fp8_of_.size() && fp8_of_[i] >= 0;
+  return !fp8_values && t.memory != MemoryKind::kCuda && t.is_contiguous();
+}
+
+Status Publisher::quantize_rows(size_t i, int64_t first_row, int64_t rows, std::span<uint8_t> out) {
+  Fp8Source& f = fp8_sources_[static_cast<size_t>(fp8_of_[i])];
+  const int64_t cols = f.source.shape[1];
+  if (first_row % kFp8Block != 0 || out.size() != static_cast<size_t>(rows * cols)) {
+    return internal_error("FP8 band of tensor '" + f.source.name + "' at row " +
+                          std::to_string(first_row) + " is not whole blocks");
+  }
+  TensorRef band = f.source;
+  band.strides = f.source.effective_strides();
+  band.offset = f.source.offset + first_row * band.strides[0];
+  band.shape[0] = rows;
+  const int64_t grid_cols = fp8_scale_cols(cols);
+  if (band.memory == MemoryKind::kCuda) {
+    // Quantised on its GPU: only the values and the scales cross to the host.
+    return cuda_codec::quantize_fp8_blocks(
+        band, out,
+        {f.scale_inv.data() + (first_row / kFp8Block) * grid_cols,
+         static_cast<size_t>(fp8_scale_rows(rows) * grid_cols)});
+  }
+  // Each block row of the band on the pool: its values and its row of the scale grid.
+  const int64_t block_rows = fp8_scale_rows(rows);
+  std::vector<Status> results(static_cast<size_t>(block_rows), ok_status());
+  pool_->parallel_for(static_cast<size_t>(block_rows), [&](size_t b) {
+    const int64_t r0 = static_cast<int64_t>(b) * kFp8Block;
+    const int64_t n = std::min(kFp8Block, rows - r0);
+    TensorRef block = band;  // band.strides are explicit
+    block.offset = band.offset + r0 * band.strides[0];
+    block.shape[0] = n;
+    float* scales = f.scale_inv.data() + (first_row / kFp8Block + r0 / kFp8Block) * grid_cols;
+    results[b] = quantize_fp8_blocks(
+        block, out.subspan(static_cast<size_t>(r0 * cols), static_cast<size_t>(n * cols)),
+        {scales, static_cast<size_t>(grid_cols)});
+  });
+  for (auto& s : results) {
+    if (!s.ok()) return s;
+  }
+  return ok_status();
+}
+
+}  // namespace weightcast
