@@ -195,8 +195,10 @@ Status PublishStep::write(const TensorRef& live_view, const TensorRef& new_value
           "view '" + live_view.name + "' of tensor '" + h.live.name +
           "' is not a run of its consecutive elements (rows or a flat range, row-major)"));
     }
-    Status s = live_view.memory == MemoryKind::kCuda ? write_cuda(h, *first, live_view, new_values)
-                                                     : write_host(h, *first, live_view, new_values);
+    Status s = h.fp8 ? write_fp8(h, *first, live_view, new_values)
+               : live_view.memory == MemoryKind::kCuda
+                   ? write_cuda(h, *first, live_view, new_values)
+                   : write_host(h, *first, live_view, new_values);
     return s.ok() ? s : fail(s);
   }
   return fail(invalid_argument("view '" + live_view.name + "' (" +

@@ -20,6 +20,9 @@
 // anchor is moved into the journal when the version is published, with no host copy of the
 // model.
 //
+// In an FP8 group a selected tensor is written as ever (the trainer's dtype) and recorded as
+// its quantised values and scales, a band of 128 rows at a time (publish_step_fp8.cc).
+//
 // At publish the guard recomputes each hooked tensor's checksum from its live bytes and
 // compares it with the checksum the step's writes produced; a tensor changed outside the
 // step, or not wholly written by it, refuses the publication naming the tensor, and nothing
@@ -27,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -74,16 +78,41 @@ class PublishStep {
 
  private:
   friend class Publisher;
+  // A band of 128 rows of an FP8 source written part way: its old source bytes (row-major, as
+  // the writes found them) and which of its elements were written.
+  struct Fp8Band {
+    std::vector<uint8_t> old_bytes;
+    std::map<uint64_t, uint64_t> runs;  // written [begin, end), element offsets in the band
+    uint64_t written = 0;
+  };
+  // An FP8 group's hooked source (publish_step_fp8.cc): the Hooked's `live` is the trainer's
+  // matrix and its recorder records the quantised values; `scales` records the scale grid
+  // (the publisher's tensor `scale_tensor`, whose host bytes `scale_inv` receive each band's
+  // new scales). A band is quantised, old and new, once all of its elements are written.
+  struct Fp8Hooked {
+    size_t scale_tensor = 0;
+    std::unique_ptr<DeltaRecorder> scales;
+    float* scale_inv = nullptr;
+    std::mutex mu;
+    std::map<int64_t, Fp8Band> bands;  // by band index; erased when complete
+    std::vector<uint8_t> done;         // per band: 1 once recorded (a later write is refused)
+  };
   struct Hooked {
     size_t tensor = 0;  // index among the publisher's registered tensors
     TensorRef live;
     std::unique_ptr<DeltaRecorder> recorder;
+    std::unique_ptr<Fp8Hooked> fp8;  // set for an FP8 group's selected tensor
   };
   PublishStep(uint64_t version, std::vector<Hooked> hooked);
   Status write_host(Hooked& h, uint64_t first, const TensorRef& live_view,
                     const TensorRef& new_values);
   Status write_cuda(Hooked& h, uint64_t first, const TensorRef& live_view,
                     const TensorRef& new_values);
+  // FP8 sources (publish_step_fp8.cc): the write in bands, and a band's records once whole.
+  Status write_fp8(Hooked& h, uint64_t first, const TensorRef& live_view,
+                   const TensorRef& new_values);
+  Status record_fp8_band(Hooked& h, int64_t band, const TensorRef& old_band,
+                         const TensorRef& new_band);
 
   uint64_t version_ = 0;
   bool force_anchor_ = false;

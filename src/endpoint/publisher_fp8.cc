@@ -10,20 +10,22 @@
 #include <cstring>
 
 #include "codec/allocation.h"
+#include "codec/checksum.h"
 #include "codec/cuda_codec.h"
 #include "codec/fp8_quantize.h"
 #include "src/endpoint/publisher.h"
 
 namespace weightcast {
+namespace {
+
+// Source bytes quantised per piece by the FP8 guard (whole 128-row bands, at least one).
+constexpr int64_t kFp8ChecksumPieceBytes = int64_t{4} << 20;
+
+}  // namespace
 
 Status Publisher::register_fp8(const TensorRef& ref, TensorUpdates updates) {
   RETURN_IF_ERROR(
       check_fp8_source(ref.name, ref.dtype, ref.shape, "narrow the group config's fp8.quantize"));
-  if (updates == TensorUpdates::kHooked) {
-    return invalid_argument("tensor '" + ref.name +
-                            "' is quantised to FP8 for this group (fp8.quantize) and takes the "
-                            "snapshot path: register it without hooked updates");
-  }
   const std::string scale_name = fp8_scale_name(ref.name);
   for (const auto& t : tensors_) {
     if (t.name == scale_name) {
@@ -58,7 +60,7 @@ Status Publisher::register_fp8(const TensorRef& ref, TensorUpdates updates) {
   tensors_.push_back(std::move(values));
   tensors_.push_back(std::move(scales));
   for (int k = 0; k < 2; ++k) {
-    updates_.push_back(TensorUpdates::kSnapshot);
+    updates_.push_back(updates);
     live_checksums_.emplace_back();
   }
   fp8_sources_.push_back(std::move(source));
@@ -71,8 +73,15 @@ bool Publisher::read_in_place(size_t i) const {
   return !fp8_values && t.memory != MemoryKind::kCuda && t.is_contiguous();
 }
 
-Status Publisher::quantize_rows(size_t i, int64_t first_row, int64_t rows, std::span<uint8_t> out) {
+bool Publisher::fp8_scale(size_t i) const {
+  return std::any_of(fp8_sources_.begin(), fp8_sources_.end(),
+                     [i](const Fp8Source& f) { return f.scale == i; });
+}
+
+Status Publisher::quantize_rows(size_t i, int64_t first_row, int64_t rows, std::span<uint8_t> out,
+                                float* grid) {
   Fp8Source& f = fp8_sources_[static_cast<size_t>(fp8_of_[i])];
+  if (grid == nullptr) grid = f.scale_inv.data();
   const int64_t cols = f.source.shape[1];
   if (first_row % kFp8Block != 0 || out.size() != static_cast<size_t>(rows * cols)) {
     return internal_error("FP8 band of tensor '" + f.source.name + "' at row " +
@@ -85,10 +94,9 @@ Status Publisher::quantize_rows(size_t i, int64_t first_row, int64_t rows, std::
   const int64_t grid_cols = fp8_scale_cols(cols);
   if (band.memory == MemoryKind::kCuda) {
     // Quantised on its GPU: only the values and the scales cross to the host.
-    return cuda_codec::quantize_fp8_blocks(
-        band, out,
-        {f.scale_inv.data() + (first_row / kFp8Block) * grid_cols,
-         static_cast<size_t>(fp8_scale_rows(rows) * grid_cols)});
+    return cuda_codec::quantize_fp8_blocks(band, out,
+                                           {grid + (first_row / kFp8Block) * grid_cols,
+                                            static_cast<size_t>(fp8_scale_rows(rows) * grid_cols)});
   }
   // Each block row of the band on the pool: its values and its row of the scale grid.
   const int64_t block_rows = fp8_scale_rows(rows);
@@ -99,7 +107,7 @@ Status Publisher::quantize_rows(size_t i, int64_t first_row, int64_t rows, std::
     TensorRef block = band;  // band.strides are explicit
     block.offset = band.offset + r0 * band.strides[0];
     block.shape[0] = n;
-    float* scales = f.scale_inv.data() + (first_row / kFp8Block + r0 / kFp8Block) * grid_cols;
+    float* scales = grid + (first_row / kFp8Block + r0 / kFp8Block) * grid_cols;
     results[b] = quantize_fp8_blocks(
         block, out.subspan(static_cast<size_t>(r0 * cols), static_cast<size_t>(n * cols)),
         {scales, static_cast<size_t>(grid_cols)});
@@ -107,6 +115,81 @@ Status Publisher::quantize_rows(size_t i, int64_t first_row, int64_t rows, std::
   for (auto& s : results) {
     if (!s.ok()) return s;
   }
+  return ok_status();
+}
+
+Result<std::pair<uint64_t, uint64_t>> Publisher::fp8_live_checksums(size_t i, float* grid) {
+  const Fp8Source& f = fp8_sources_[static_cast<size_t>(fp8_of_[i])];
+  const int64_t rows = f.source.shape[0], cols = f.source.shape[1];
+  const int64_t band_rows =
+      std::max<int64_t>(1, kFp8ChecksumPieceBytes / std::max<int64_t>(1, cols) / kFp8Block) *
+      kFp8Block;
+  ASSIGN_OR_RETURN(std::vector<uint8_t> q,
+                   allocate_bytes(static_cast<uint64_t>(std::min(rows, band_rows) * cols),
+                                  "the FP8 guard's buffer of tensor '" + f.source.name + "'"));
+  uint64_t values = 0;
+  for (int64_t r = 0; r < rows; r += band_rows) {
+    const int64_t n = std::min(band_rows, rows - r);
+    const std::span<uint8_t> piece(q.data(), static_cast<size_t>(n * cols));
+    RETURN_IF_ERROR(quantize_rows(i, r, n, piece, grid));
+    values +=
+        checksum_range(piece.data(), 1, piece.size(), static_cast<uint64_t>(r * cols), pool_.get());
+  }
+  const uint64_t scales = checksum_range(grid ? grid : f.scale_inv.data(), sizeof(float),
+                                         f.scale_inv.size(), 0, nullptr);
+  return std::pair<uint64_t, uint64_t>{values, scales};
+}
+
+Result<PublishStep::Hooked> Publisher::begin_hooked_fp8(size_t i, uint64_t version) {
+  Fp8Source& f = fp8_sources_[static_cast<size_t>(fp8_of_[i])];
+  std::optional<uint64_t> values, scales;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    values = live_checksums_[i];
+    scales = live_checksums_[f.scale];
+  }
+  if (!values || !scales) {
+    // After a start or a refused step: the base is the quantisation of what the live matrix
+    // holds now, and the published scales are brought to it (no publication reads them now).
+    auto both = fp8_live_checksums(i, nullptr);
+    if (!both.ok()) {
+      return both.status().with_context("checksum of hooked FP8 tensor '" + f.source.name + "'");
+    }
+    values = both->first;
+    scales = both->second;
+  }
+  PublishStep::Hooked h;
+  h.tensor = i;
+  h.live = f.source;
+  ASSIGN_OR_RETURN(h.recorder, hooked_recorder(i, version, *values));
+  h.fp8 = std::make_unique<PublishStep::Fp8Hooked>();
+  h.fp8->scale_tensor = f.scale;
+  ASSIGN_OR_RETURN(h.fp8->scales, hooked_recorder(f.scale, version, *scales));
+  h.fp8->scale_inv = f.scale_inv.data();
+  h.fp8->done.assign(static_cast<size_t>(fp8_scale_rows(f.source.shape[0])), 0);
+  return h;
+}
+
+Status Publisher::guard_fp8(const PublishJob& job, const PublishStep::Hooked& h,
+                            const std::vector<std::optional<EncodedDelta>>& records) {
+  // The published scales may be read beside this guard: it quantises into a grid of its own.
+  std::vector<float> grid(fp8_sources_[static_cast<size_t>(fp8_of_[h.tensor])].scale_inv.size());
+  auto live = fp8_live_checksums(h.tensor, grid.data());
+  if (!live.ok()) return refuse_step(job, live.status());
+  const uint64_t values = records[h.tensor]->header.target_checksum;
+  const uint64_t scales = records[h.fp8->scale_tensor]->header.target_checksum;
+  if (live->first != values || live->second != scales) {
+    return refuse_step(
+        job, failed_precondition(
+                 "FP8 tensor '" + h.live.name +
+                 "' changed outside the step: the quantisation of the live matrix (values " +
+                 std::to_string(live->first) + ", scales " + std::to_string(live->second) +
+                 ") is not what the step's writes make (" + std::to_string(values) + ", " +
+                 std::to_string(scales) + ")"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  live_checksums_[h.tensor] = values;
+  live_checksums_[h.fp8->scale_tensor] = scales;
   return ok_status();
 }
 

@@ -132,6 +132,15 @@ Status Publisher::run_job(PublishJob& job) {
                                  "the anchor's host copy of tensor '" + t.name + "'");
       if (!copy.ok()) return copy.status().with_context("version " + std::to_string(job.version));
       hooked_copies[i] = std::move(*copy);
+      if (i < fp8_of_.size() && fp8_of_[i] >= 0) {
+        // Hooked FP8 values: the live source quantised (the published scales are already
+        // the step's; these go to a grid of their own).
+        std::vector<float> grid(
+            tensors_[fp8_sources_[static_cast<size_t>(fp8_of_[i])].scale].numel());
+        Status q = quantize_rows(i, 0, t.shape[0], hooked_copies[i], grid.data());
+        if (!q.ok()) return q.with_context("version " + std::to_string(job.version));
+        continue;
+      }
       gathered.push_back(device ? device_snapshots_[i]->view() : t);
       outs.emplace_back(hooked_copies[i]);
     }

@@ -60,7 +60,13 @@ Result<std::shared_ptr<PublishStep>> Publisher::begin_step(uint64_t version, boo
   }
   std::vector<PublishStep::Hooked> hooked;
   for (size_t i = 0; i < tensors_.size(); ++i) {
-    if (updates_[i] != TensorUpdates::kHooked) continue;
+    if (updates_[i] != TensorUpdates::kHooked || fp8_scale(i)) continue;  // scales: with values
+    if (i < fp8_of_.size() && fp8_of_[i] >= 0) {
+      auto h = begin_hooked_fp8(i, version);
+      if (!h.ok()) return h.status().with_context("version " + std::to_string(version));
+      hooked.push_back(std::move(*h));
+      continue;
+    }
     std::optional<uint64_t> base;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -77,16 +83,9 @@ Result<std::shared_ptr<PublishStep>> Publisher::begin_step(uint64_t version, boo
       }
       base = *computed;
     }
-    EncodeOptions e;
-    e.name = tensors_[i].name;
-    e.dtype = tensors_[i].dtype;
-    // Version 0 has no delta (it is always an anchor); its recorder still needs a valid pair.
-    e.target_version = std::max<uint64_t>(version, 1);
-    e.base_version = e.target_version - 1;
-    e.base_checksum = base;
-    auto recorder = DeltaRecorder::create(e, tensors_[i].numel());
+    auto recorder = hooked_recorder(i, version, *base);
     if (!recorder.ok()) return recorder.status();
-    hooked.push_back({i, tensors_[i], std::move(*recorder)});
+    hooked.push_back({i, tensors_[i], std::move(*recorder), nullptr});
   }
   std::shared_ptr<PublishStep> step(new PublishStep(version, std::move(hooked)));
   step->force_anchor_ = force_anchor;
@@ -95,6 +94,18 @@ Result<std::shared_ptr<PublishStep>> Publisher::begin_step(uint64_t version, boo
   open_step_ = step;
   open_step_queued_ = false;
   return step;
+}
+
+Result<std::unique_ptr<DeltaRecorder>> Publisher::hooked_recorder(size_t tensor, uint64_t version,
+                                                                  uint64_t base_checksum) const {
+  EncodeOptions e;
+  e.name = tensors_[tensor].name;
+  e.dtype = tensors_[tensor].dtype;
+  // Version 0 has no delta (it is always an anchor); its recorder still needs a valid pair.
+  e.target_version = std::max<uint64_t>(version, 1);
+  e.base_version = e.target_version - 1;
+  e.base_checksum = base_checksum;
+  return DeltaRecorder::create(e, tensors_[tensor].numel());
 }
 
 Status Publisher::open_streamed_anchor(PublishStep& step, bool force_anchor) {
@@ -148,11 +159,13 @@ Status Publisher::stream_snapshot_tensors(PublishStep& step, std::span<const Pub
       // The shards hold what the step wrote (the guard proved the live tensors do).
       std::lock_guard<std::mutex> lock(mu_);
       for (const auto& h : step.hooked_) {
-        const uint64_t in_files = step.anchor_->checksums()[h.tensor];
-        if (live_checksums_[h.tensor] && *live_checksums_[h.tensor] != in_files) {
-          return data_loss("tensor '" + h.live.name + "': the streamed anchor in " +
-                           step.anchor_dir_ + " has checksum " + std::to_string(in_files) +
-                           ", the step's writes " + std::to_string(*live_checksums_[h.tensor]));
+        for (const size_t t : {h.tensor, h.fp8 ? h.fp8->scale_tensor : h.tensor}) {
+          const uint64_t in_files = step.anchor_->checksums()[t];
+          if (live_checksums_[t] && *live_checksums_[t] != in_files) {
+            return data_loss("tensor '" + tensors_[t].name + "': the streamed anchor in " +
+                             step.anchor_dir_ + " has checksum " + std::to_string(in_files) +
+                             ", the step's writes " + std::to_string(*live_checksums_[t]));
+          }
         }
       }
     }
@@ -213,16 +226,22 @@ Status Publisher::finish_step(PublishJob& job, std::vector<std::optional<Encoded
     auto record = h.recorder->finish();
     if (!record.ok()) return refuse_step(job, record.status());
     (*records)[h.tensor] = std::move(*record);
+    if (!h.fp8) continue;
+    auto scales = h.fp8->scales->finish();
+    if (!scales.ok()) return refuse_step(job, scales.status());
+    (*records)[h.fp8->scale_tensor] = std::move(*scales);
   }
   // The records describe the journal's head's successor only if the step began from it.
   const proto::StepManifest* head = writer_->head_manifest();
   *from_head = head != nullptr && head->version() + 1 == job.version &&
                head->tensors_size() == static_cast<int>(tensors_.size());
   for (const auto& h : step.hooked_) {
-    if (!*from_head) break;
-    const auto& before = head->tensors(static_cast<int>(h.tensor));
-    *from_head = before.name() == h.live.name &&
-                 before.checksum() == (*records)[h.tensor]->header.base_checksum;
+    for (const size_t t : {h.tensor, h.fp8 ? h.fp8->scale_tensor : h.tensor}) {
+      if (!*from_head) break;
+      const auto& before = head->tensors(static_cast<int>(t));
+      *from_head = before.name() == tensors_[t].name &&
+                   before.checksum() == (*records)[t]->header.base_checksum;
+    }
   }
   if (!*from_head && options_.log && head != nullptr) {
     options_.log("publisher: the step of version " + std::to_string(job.version) +
@@ -238,11 +257,14 @@ Status Publisher::guard_live(PublishJob& job,
   // The guard: what the live bytes hold is what the step's writes made, nothing else. One
   // pass over every hooked tensor: the small host ones side by side on the pool, each on one
   // thread; the large ones (and CUDA ones) one at a time, each spread over the pool.
-  std::vector<size_t> mine, small, large;
+  // An FP8 source's guard quantises the live matrix (fp8_live_checksums).
+  std::vector<size_t> mine, small, large, fp8;
   for (size_t k = 0; k < step.hooked_.size(); ++k) {
-    if ((tensors_[step.hooked_[k].tensor].memory == MemoryKind::kCuda) == cuda) mine.push_back(k);
+    if ((step.hooked_[k].live.memory == MemoryKind::kCuda) != cuda) continue;
+    (step.hooked_[k].fp8 ? fp8 : mine).push_back(k);
   }
   std::vector<Result<uint64_t>> live(step.hooked_.size(), Result<uint64_t>(uint64_t{0}));
+  for (const size_t k : fp8) RETURN_IF_ERROR(guard_fp8(job, step.hooked_[k], records));
   for (const size_t k : mine) {
     const TensorRef& t = tensors_[step.hooked_[k].tensor];
     const bool whole = t.memory == MemoryKind::kCuda || t.numel() * t.element_size() >= (16u << 20);

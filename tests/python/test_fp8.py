@@ -2,7 +2,8 @@
 engine holds block-FP8 (float8_e4m3fn values and ``<name>_scale_inv`` fp32), and after every
 version its bytes equal the NumPy + ml_dtypes reference quantiser's of the trainer's weights
 (tests/codec/fp8_reference.py). A changed scale with unchanged values and the reverse are both
-carried; the anchor is an FP8 checkpoint the ``safetensors`` package opens.
+carried; the anchor is an FP8 checkpoint the ``safetensors`` package opens; hooked writes give
+the same bytes.
 
 The engine's FP8 values are uint8 tensors registered as float8_e4m3fn (the torch of Debian 12,
 1.13, has no float8 dtype); the anchor is opened with ``safetensors.safe_open`` and its FP8
@@ -173,5 +174,42 @@ def test_a_selected_tensor_that_is_not_a_matrix_is_refused_by_name(make_group, e
     endpoints.append(pub)
     with pytest.raises(weightcast.InvalidArgumentError, match="'norm.weight'.*2-D"):
         pub.register("norm.weight", torch.zeros(300, dtype=torch.bfloat16))
-    with pytest.raises(weightcast.InvalidArgumentError, match="'w.weight'.*snapshot path"):
-        pub.register("w.weight", torch.zeros(4, 4, dtype=torch.bfloat16), hooked=True)
+
+
+def test_hooked_writes_reach_the_engine_as_the_reference_quantisation(make_group, endpoints):
+    """The trainer writes through the hooked step (q_proj whole, down_proj in runs of 50 rows,
+    so bands complete across writes); the engine holds the reference quantisation of every
+    version, the anchor written during the step included."""
+    g = make_group(fp8=True, anchor_every=3)
+    gen = torch.Generator().manual_seed(23)
+    src = {n: torch.randn(s, generator=gen).to(torch.bfloat16) for n, s in SHAPES.items()}
+    dst = engine_tensors()
+    pub = weightcast.Publisher(g.config, g.publisher_rank, threads=2)
+    endpoints.append(pub)
+    for n, t in src.items():
+        pub.register(n, t, hooked=True)
+    sub = weightcast.Subscriber(g.config, g.subscriber_rank(0), threads=1)
+    endpoints.append(sub)
+    for n, t in dst.items():
+        sub.register(n, t, dtype="float8_e4m3fn" if n in QUANTISED else None)
+    sub.connect()
+    for version in range(0, 5):
+        new = {n: t.clone() for n, t in src.items()}
+        if version > 0:
+            for t in new.values():
+                flat = t.view(-1)
+                idx = torch.randint(0, flat.numel(), (max(1, flat.numel() // 50),), generator=gen)
+                flat[idx] = (flat[idx].float() * 1.05 + 0.001).to(torch.bfloat16)
+        with pub.step(version) as step:
+            for n, t in src.items():
+                if n == "layers.0.mlp.down_proj.weight":
+                    for r in range(0, t.shape[0], 50):
+                        step.write(t[r:r + 50], new[n][r:r + 50].contiguous())
+                else:
+                    step.write(t, new[n])
+        step.handle.wait_committed(WAIT)
+        sub.wait_for_version(version, WAIT)
+        for n in src:
+            assert torch.equal(src[n], new[n]), f"{n}: the step did not write v{version}"
+        check_engine(src, dst, version)
+    assert sub.stats()["nacks"] == 0
