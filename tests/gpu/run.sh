@@ -15,8 +15,8 @@
 #                       deltas into device tensors and strided halves, a failing tensor reverting
 #                       the device tensors before it), under a timeout, then group_tests'
 #                       CudaStaging* (endpoints publishing CUDA tensors and applying into them in
-#                       place), Fp8Publisher.ACuda* (an FP8 group's CUDA source quantised on its
-#                       GPU) and NcclGroupOnOneGpu* (the rank group over NCCL, where two ranks
+#                       place), Fp8Publisher.ACuda* and Fp8Hooked.ACuda* (an FP8 group's CUDA
+#                       source quantised on its GPU, snapshot and hooked) and NcclGroupOnOneGpu* (the rank group over NCCL, where two ranks
 #                       fit a GPU), and endpoint_tests' live-path conformance suite on real NCCL
 #                       (*nccl_cuda*)
 #   codec_tests.log     the CUDA codec gtests (Cuda*, ChunkCodecHd*; CudaDeltaRevert: revert of an
@@ -152,8 +152,8 @@ rc=${PIPESTATUS[0]}
 if [[ -x "$BUNDLE/bin/group_tests" ]] && ((rc == 0)); then  # endpoints staging CUDA tensors
   # NcclGroupOnOneGpu: the rank group's NCCL path end to end; it skips (saying why) where NCCL
   # refuses two ranks on one GPU, so it is not counted among the Cuda* tests that must run.
-  echo "==== group_tests --gtest_filter=CudaStaging*:CudaDeviceSnapshot*:Fp8Publisher.ACuda*:NcclGroupOnOneGpu* (timeout ${TEST_TIMEOUT}s)" | tee -a "$OUT/service_tests.log"
-  timeout --kill-after=10 "$TEST_TIMEOUT" "$BUNDLE/bin/group_tests" --gtest_filter='CudaStaging*:CudaDeviceSnapshot*:Fp8Publisher.ACuda*:NcclGroupOnOneGpu*' \
+  echo "==== group_tests --gtest_filter=CudaStaging*:CudaDeviceSnapshot*:Fp8Publisher.ACuda*:Fp8Hooked.ACuda*:NcclGroupOnOneGpu* (timeout ${TEST_TIMEOUT}s)" | tee -a "$OUT/service_tests.log"
+  timeout --kill-after=10 "$TEST_TIMEOUT" "$BUNDLE/bin/group_tests" --gtest_filter='CudaStaging*:CudaDeviceSnapshot*:Fp8Publisher.ACuda*:Fp8Hooked.ACuda*:NcclGroupOnOneGpu*' \
     --gtest_output="xml:$XML_DIR/group_tests.xml" 2>&1 | tee -a "$OUT/service_tests.log"
   rc=${PIPESTATUS[0]}
   cat "$XML_DIR/group_tests.xml" >>"$XML_DIR/service_tests.xml" 2>/dev/null

@@ -5,7 +5,8 @@
 // holds the codec's quantisation of the trainer at every version, anchors streamed during the
 // step included; the delta records are byte for byte snapshot mode's; the guard refuses a
 // change outside the step that moves the quantisation and a band never completed, naming the
-// tensor and publishing nothing; a band written twice is refused at the write.
+// tensor and publishing nothing; a band written twice is refused at the write; a CUDA source
+// (tests/gpu/run.sh).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -13,10 +14,16 @@
 #include <string>
 #include <vector>
 
+#include "codec/cuda_codec.h"
 #include "tests/group/fp8_side.h"
 #include "tests/group/trainer_side.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/journal_layout.h"
+#include "weightcast/config.h"
+
+#if WEIGHTCAST_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace weightcast::testing {
 namespace {
@@ -202,6 +209,91 @@ TEST(Fp8Hooked, TheGuardRefusesWhatMovesTheQuantisationOutsideTheStepAndUnfinish
   ASSERT_TRUE(g.hooked(6).ok());
   expect_engine_holds(g.trainer, g.engine, 6);
 }
+
+#if WEIGHTCAST_HAVE_CUDA
+
+// A contiguous CUDA source (tests/gpu/run.sh): whole-band writes from device memory (both
+// sides quantised on the GPU) and writes of 50 rows from host memory (a part band's old bytes
+// saved to the host), the engine holding the CPU's quantisation of the trainer every version.
+TEST(Fp8Hooked, ACudaSourceWrittenFromDeviceAndHostMemory) {
+  if (std::string why; !cuda_codec::device_usable(&why)) {
+    GTEST_SKIP() << "no usable CUDA device: " << why;
+  }
+  GroupSpec spec = fp8_group();
+  spec.anchor_every = 3;
+  TestGroup g(spec);
+  CoordinatorThread coordinator(g.config());
+  ASSERT_TRUE(coordinator.ok()) << coordinator.error();
+  Fp8Engine engine;
+  auto sub = Subscriber::create(g.config(), one_thread<SubscriberOptions>(2));
+  ASSERT_TRUE(sub.ok()) << sub.status().to_string();
+  const auto refs = engine.refs();
+  for (size_t k = 0; k < 2; ++k) ASSERT_TRUE((*sub)->register_tensor(refs[k]).ok()) << refs[k].name;
+  ASSERT_TRUE((*sub)->connect().ok());
+  auto publisher = Publisher::start(g.config(), one_thread<PublisherOptions>(1));
+  ASSERT_TRUE(publisher.ok()) << publisher.status().to_string();
+  PackedTrainer host;  // its first kRows * kCols values are the matrix
+  std::vector<uint16_t> matrix(host.gate_up.begin(), host.gate_up.begin() + kRows * kCols);
+  const size_t bytes = matrix.size() * 2;
+  void *live = nullptr, *fresh = nullptr;
+  ASSERT_EQ(cudaMalloc(&live, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&fresh, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(live, matrix.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  const auto on_gpu = [](const char* name, void* data, int64_t offset, int64_t rows) {
+    TensorRef r{name, DType::kBF16, {rows, kCols}, {}, offset, data};
+    r.memory = MemoryKind::kCuda;
+    r.device = 0;
+    return r;
+  };
+  ASSERT_TRUE(
+      (*publisher)
+          ->register_tensor(on_gpu("mlp.gate_proj.weight", live, 0, kRows), TensorUpdates::kHooked)
+          .ok());
+  std::mt19937_64 rng(3);
+  for (uint64_t v = 0; v <= 4; ++v) {
+    std::vector<uint16_t> next = matrix;
+    for (size_t k = 0; v > 0 && k < next.size() / 50; ++k) {
+      auto& x = next[rng() % next.size()];
+      x = float_to_bf16(bf16_value(x) * 1.05f + 1e-3f);
+    }
+    auto step = (*publisher)->begin_step(v);
+    ASSERT_TRUE(step.ok()) << step.status().to_string();
+    if (v % 2 == 0) {
+      ASSERT_EQ(cudaMemcpy(fresh, next.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+      Status w = (*step)->write(on_gpu("live", live, 0, kRows), on_gpu("new", fresh, 0, kRows));
+      ASSERT_TRUE(w.ok()) << w.to_string();
+    } else {
+      for (int64_t row = 0; row < kRows; row += 50) {
+        const int64_t n = std::min<int64_t>(50, kRows - row);
+        Status w = (*step)->write(
+            on_gpu("live rows", live, row * kCols, n),
+            TensorRef::contiguous("new", DType::kBF16, next.data() + row * kCols, n * kCols));
+        ASSERT_TRUE(w.ok()) << w.to_string();
+      }
+    }
+    auto h = (*publisher)->publish_step(*step);
+    ASSERT_TRUE(h.ok()) << h.status().to_string();
+    Status committed = h->wait_committed(in(seconds(30)));
+    ASSERT_TRUE(committed.ok()) << "v" << v << ": " << committed.to_string();
+    ASSERT_TRUE((*sub)->wait_for_version(v, in(seconds(30))).ok()) << "v" << v;
+    std::vector<uint16_t> now(matrix.size());
+    ASSERT_EQ(cudaMemcpy(now.data(), live, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(now, next) << "v" << v;
+    matrix = next;
+    TensorRef cpu = TensorRef::contiguous("cpu", DType::kBF16, matrix.data(), kRows * kCols);
+    cpu.shape = {kRows, kCols};
+    std::vector<uint8_t> q(matrix.size());
+    std::vector<float> s(6);
+    ASSERT_TRUE(quantize_fp8_blocks(cpu, q, s).ok());
+    EXPECT_EQ(q, engine.gate) << "v" << v;
+    EXPECT_EQ(s, engine.gate_scale) << "v" << v;
+  }
+  (*publisher)->stop();
+  cudaFree(live);
+  cudaFree(fresh);
+}
+
+#endif  // WEIGHTCAST_HAVE_CUDA
 
 }  // namespace
 }  // namespace weightcast::testing
