@@ -121,19 +121,6 @@ struct Fp8Group {
   std::string error;
 };
 
-// The part files of delta `version` in `journal`, concatenated in manifest order.
-std::string delta_parts(const std::string& journal, uint64_t version) {
-  const JournalLayout layout(journal);
-  auto m = read_manifest_file(layout.manifest(version));
-  if (!m.ok() || m->kind() != proto::STEP_DELTA) return "not a delta: " + m.status().to_string();
-  std::string bytes;
-  for (const auto& part : m->parts()) {
-    std::ifstream in(layout.step(version) + "/" + part.file(), std::ios::binary);
-    bytes.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  return bytes;
-}
-
 TEST(Fp8Hooked, WritesInWholeAndPartBandsReachTheEngineAsSnapshotModeWould) {
   Fp8Group hooked(TensorUpdates::kHooked), snapshot(TensorUpdates::kSnapshot);
   ASSERT_TRUE(hooked.ok()) << hooked.error;

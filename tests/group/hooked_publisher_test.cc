@@ -98,19 +98,6 @@ struct HookedTrainer {
   std::string error;
 };
 
-// The delta part files of `version` in `journal`, concatenated in manifest order.
-std::string delta_parts(const std::string& journal, uint64_t version) {
-  const JournalLayout layout(journal);
-  auto m = read_manifest_file(layout.manifest(version));
-  if (!m.ok() || m->kind() != proto::STEP_DELTA) return "not a delta: " + m.status().to_string();
-  std::string bytes;
-  for (const auto& part : m->parts()) {
-    std::ifstream in(layout.step(version) + "/" + part.file(), std::ios::binary);
-    bytes.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  return bytes;
-}
-
 GroupSpec one_engine() {
   GroupSpec spec;
   spec.subscribers = 1;

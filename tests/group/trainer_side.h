@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +15,8 @@
 #include "src/endpoint/publisher.h"
 #include "src/endpoint/subscriber.h"
 #include "tests/group/group_harness.h"
+#include "transport/fs/journal_files.h"
+#include "transport/fs/journal_layout.h"
 
 namespace weightcast::testing {
 
@@ -124,6 +128,20 @@ inline std::string acked_transport(const proto::StatusReply& status, uint64_t ve
     }
   }
   return "";
+}
+
+// The delta part files of `version` in `journal`, concatenated in manifest order ("not a
+// delta: ..." when it is none).
+inline std::string delta_parts(const std::string& journal, uint64_t version) {
+  const JournalLayout layout(journal);
+  auto m = read_manifest_file(layout.manifest(version));
+  if (!m.ok() || m->kind() != proto::STEP_DELTA) return "not a delta: " + m.status().to_string();
+  std::string bytes;
+  for (const auto& part : m->parts()) {
+    std::ifstream in(layout.step(version) + "/" + part.file(), std::ios::binary);
+    bytes.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return bytes;
 }
 
 }  // namespace weightcast::testing

@@ -61,20 +61,27 @@ def check_engine(src, dst, version):
         assert np.array_equal(dst[name + "_scale_inv"].numpy(), scale), f"{name} at v{version}"
 
 
-def test_engine_holds_the_reference_quantisation_of_every_version(make_group, endpoints):
-    g = make_group(fp8=True, anchor_every=4)
-    gen = torch.Generator().manual_seed(11)
+def trainer_and_engine(g, endpoints, seed, hooked=False):
+    """The trainer's bf16 tensors registered with a publisher, the engine's FP8 pairs with a
+    connected subscriber, and the generator: (src, dst, pub, sub, gen)."""
+    gen = torch.Generator().manual_seed(seed)
     src = {n: torch.randn(s, generator=gen).to(torch.bfloat16) for n, s in SHAPES.items()}
     dst = engine_tensors()
     pub = weightcast.Publisher(g.config, g.publisher_rank, threads=2)
     endpoints.append(pub)
     for n, t in src.items():
-        pub.register(n, t)
+        pub.register(n, t, hooked=hooked)
     sub = weightcast.Subscriber(g.config, g.subscriber_rank(0), threads=1)
     endpoints.append(sub)
     for n, t in dst.items():
         sub.register(n, t, dtype="float8_e4m3fn" if n in QUANTISED else None)
     sub.connect()
+    return src, dst, pub, sub, gen
+
+
+def test_engine_holds_the_reference_quantisation_of_every_version(make_group, endpoints):
+    g = make_group(fp8=True, anchor_every=4)
+    src, dst, pub, sub, gen = trainer_and_engine(g, endpoints, 11)
 
     q = src["layers.0.self_attn.q_proj.weight"]
     down = src["layers.0.mlp.down_proj.weight"]
@@ -181,18 +188,7 @@ def test_hooked_writes_reach_the_engine_as_the_reference_quantisation(make_group
     so bands complete across writes); the engine holds the reference quantisation of every
     version, the anchor written during the step included."""
     g = make_group(fp8=True, anchor_every=3)
-    gen = torch.Generator().manual_seed(23)
-    src = {n: torch.randn(s, generator=gen).to(torch.bfloat16) for n, s in SHAPES.items()}
-    dst = engine_tensors()
-    pub = weightcast.Publisher(g.config, g.publisher_rank, threads=2)
-    endpoints.append(pub)
-    for n, t in src.items():
-        pub.register(n, t, hooked=True)
-    sub = weightcast.Subscriber(g.config, g.subscriber_rank(0), threads=1)
-    endpoints.append(sub)
-    for n, t in dst.items():
-        sub.register(n, t, dtype="float8_e4m3fn" if n in QUANTISED else None)
-    sub.connect()
+    src, dst, pub, sub, gen = trainer_and_engine(g, endpoints, 23, hooked=True)
     for version in range(0, 5):
         new = {n: t.clone() for n, t in src.items()}
         if version > 0:
