@@ -155,17 +155,18 @@ Status Publisher::stream_snapshot_tensors(PublishStep& step, std::span<const Pub
   }
   advance->anchor_files = [this, &step](const std::string& dir, proto::StepManifest* manifest) {
     RETURN_IF_ERROR(step.anchor_->finish(manifest));
-    {
-      // The shards hold what the step wrote (the guard proved the live tensors do).
-      std::lock_guard<std::mutex> lock(mu_);
-      for (const auto& h : step.hooked_) {
-        for (const size_t t : {h.tensor, h.fp8 ? h.fp8->scale_tensor : h.tensor}) {
-          const uint64_t in_files = step.anchor_->checksums()[t];
-          if (live_checksums_[t] && *live_checksums_[t] != in_files) {
-            return data_loss("tensor '" + tensors_[t].name + "': the streamed anchor in " +
-                             step.anchor_dir_ + " has checksum " + std::to_string(in_files) +
-                             ", the step's writes " + std::to_string(*live_checksums_[t]));
-          }
+    // The shards hold what the step's writes made: the records' target checksums (the guard,
+    // which may still be running beside the journal write, proves separately, before the
+    // version commits, that the live tensors hold the same).
+    for (const auto& h : step.hooked_) {
+      std::vector<std::pair<size_t, const DeltaRecorder*>> written{{h.tensor, h.recorder.get()}};
+      if (h.fp8) written.emplace_back(h.fp8->scale_tensor, h.fp8->scales.get());
+      for (const auto& [t, recorder] : written) {
+        const uint64_t in_files = step.anchor_->checksums()[t];
+        if (in_files != recorder->target_checksum()) {
+          return data_loss("tensor '" + tensors_[t].name + "': the streamed anchor in " +
+                           step.anchor_dir_ + " has checksum " + std::to_string(in_files) +
+                           ", the step's writes " + std::to_string(recorder->target_checksum()));
         }
       }
     }
