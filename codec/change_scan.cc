@@ -178,7 +178,9 @@ __attribute__((target("avx2"))) uint32_t scan_copy_avx2(uint8_t* __restrict live
 // GCC 12 warns that the undefined vectors inside its own widening and extracting intrinsics
 // "may be used uninitialized"; they are never read.
 #pragma GCC diagnostic push
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // AVX-512 (F + BW): one 64-byte compare to a lane mask; the changed lanes' indices and old bits
 // are compressed 16 at a time into the outputs, so no loop runs per change. Each group's
 // 16-entry stores land at or below the block's end (count <= j + 16 g), inside the n entries.
