@@ -47,8 +47,9 @@ command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] ||
   die "no nvcc here: the bundle needs the CUDA executor compiled (install the CUDA toolkit)"
 
 # The extension module is built for the device's python3 (its minor version, DEVICE_PYTHON;
-# tests/gpu/README.md), in a venv of that version here holding only nanobind. Without such an
-# interpreter here the bundle has no Python part and run.sh says so.
+# tests/gpu/README.md), in a venv of that version here holding nanobind (and pytest, so that
+# this venv can rehearse run.sh's Python step). Without such an interpreter here the bundle
+# has no Python part and run.sh says so.
 DEVICE_PYTHON="${DEVICE_PYTHON:-3.12}"
 PY_VENV="$BUILD/py$DEVICE_PYTHON"
 python_args=()
@@ -63,8 +64,8 @@ if [[ ! -x "$PY_VENV/bin/python" ]]; then
   done
   if [[ -n "$interp" ]]; then
     mkdir -p "$BUILD"
-    "$interp" -m venv "$PY_VENV" && "$PY_VENV/bin/pip" install -q "nanobind>=2.4,<4" ||
-      die "could not make $PY_VENV with nanobind from $interp"
+    "$interp" -m venv "$PY_VENV" && "$PY_VENV/bin/pip" install -q "nanobind>=2.4,<4" "pytest>=7" ||
+      die "could not make $PY_VENV with nanobind and pytest from $interp"
   else
     echo "build_bundle: no python$DEVICE_PYTHON here: the bundle will have no Python part" >&2
   fi

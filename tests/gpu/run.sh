@@ -251,6 +251,16 @@ if [[ -f "$BUNDLE/bin/weightcastd" && -d "$BUNDLE/python/weightcast" ]]; then
   PY="${WEIGHTCAST_GPU_PYTHON:-python3}"
   PY_TESTS="${WEIGHTCAST_PYTHON_TESTS:-$(pwd)/tests/python}"
   echo "==== $PY -m pytest $PY_TESTS/test_cuda.py (timeout ${TEST_TIMEOUT}s)"
+fi
+if [[ -f "$BUNDLE/bin/weightcastd" && -d "$BUNDLE/python/weightcast" ]] &&
+  ! "$PY" -c "import pytest" >/dev/null 2>&1; then
+  # No pytest in that Python: a failure where the GPU is, a skip in a rehearsal without one.
+  if ((expect_gpu == 1)); then
+    step python-cuda FAIL "no pytest in $PY (set WEIGHTCAST_GPU_PYTHON to a Python with torch and pytest)"
+  else
+    step python-cuda skip "no pytest in $PY"
+  fi
+elif [[ -f "$BUNDLE/bin/weightcastd" && -d "$BUNDLE/python/weightcast" ]]; then
   PYTHONPATH="$BUNDLE/python" WEIGHTCASTD="$BUNDLE/bin/weightcastd" PYTHONDONTWRITEBYTECODE=1 \
     timeout --kill-after=10 "$TEST_TIMEOUT" "$PY" -m pytest -q -rsx -p no:cacheprovider \
     "$PY_TESTS/test_cuda.py" >"$OUT/python_cuda.log" 2>&1
