@@ -17,6 +17,15 @@ uint64_t TensorRef::numel() const {
   return n;
 }
 
+TensorRef TensorRef::rows(int64_t first, int64_t count) const {
+  TensorRef sub = *this;
+  if (shape.empty()) return sub;
+  sub.strides = effective_strides();
+  sub.offset = offset + first * sub.strides[0];
+  sub.shape[0] = count;
+  return sub;
+}
+
 std::vector<int64_t> TensorRef::effective_strides() const {
   if (!strides.empty()) return strides;
   std::vector<int64_t> s(shape.size());

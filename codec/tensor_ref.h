@@ -33,6 +33,9 @@ struct TensorRef {
   // Strides actually in effect (the row-major ones when `strides` is empty).
   std::vector<int64_t> effective_strides() const;
   bool is_contiguous() const;
+  // Rows [first, first + count) of dimension 0, as a view of the same memory (explicit
+  // strides); a 0-D view is returned as it is.
+  TensorRef rows(int64_t first, int64_t count) const;
   // Pointer to the first element.
   uint8_t* first_byte() const {
     return static_cast<uint8_t*>(data) + offset * static_cast<int64_t>(element_size());

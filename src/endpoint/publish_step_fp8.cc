@@ -9,6 +9,7 @@
 // way hold memory (their old source bytes); no snapshot is kept.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "codec/cuda_codec.h"
@@ -21,15 +22,6 @@ namespace {
 
 int64_t band_rows(const TensorRef& source, int64_t band) {
   return std::min(kFp8Block, source.shape[0] - band * kFp8Block);
-}
-
-// Rows [first, first + count) of the 2-D `source`, as a view.
-TensorRef source_rows(const TensorRef& source, int64_t first, int64_t count) {
-  TensorRef v = source;
-  v.strides = source.effective_strides();
-  v.offset = source.offset + first * v.strides[0];
-  v.shape[0] = count;
-  return v;
 }
 
 // Elements [first, first + count) (flat, row-major) of the 2-D host `source` copied to `bytes`,
@@ -133,10 +125,6 @@ Status PublishStep::write_fp8(Hooked& h, uint64_t first, const TensorRef& live_v
     const auto rows = band_rows(source, band);
     const uint64_t whole = static_cast<uint64_t>(rows) * cols;
     const uint64_t count = std::min(whole - in_band, n - j);
-    TensorRef fresh = new_values;  // elements [j, j + count) of the new values, contiguous
-    fresh.strides.clear();
-    fresh.shape = {static_cast<int64_t>(count)};
-    fresh.offset = new_values.offset + static_cast<int64_t>(j);
     const uint8_t* in = new_values.first_byte() + j * es;
     if (new_values.memory == MemoryKind::kCuda) {
       staged.resize(count * es);
@@ -157,8 +145,11 @@ Status PublishStep::write_fp8(Hooked& h, uint64_t first, const TensorRef& live_v
         }
         h.fp8->done[static_cast<size_t>(band)] = 1;
       }
+      TensorRef fresh = new_values;  // elements [j, j + count) of the new values, contiguous
+      fresh.strides.clear();
       fresh.shape = {rows, static_cast<int64_t>(cols)};
-      RETURN_IF_ERROR(record_fp8_band(h, band, source_rows(source, band * kFp8Block, rows), fresh));
+      fresh.offset = new_values.offset + static_cast<int64_t>(j);
+      RETURN_IF_ERROR(record_fp8_band(h, band, source.rows(band * kFp8Block, rows), fresh));
       RETURN_IF_ERROR(put_new());
       j += count;
       continue;
@@ -184,26 +175,22 @@ Status PublishStep::write_fp8(Hooked& h, uint64_t first, const TensorRef& live_v
       copy_source_range(source, g, count, keep, false);
     }
     RETURN_IF_ERROR(put_new());
-    bool complete = false;
+    std::optional<Fp8Band> finished;  // set for the write that completes the band
     {
       std::lock_guard<std::mutex> lock(h.fp8->mu);
-      Fp8Band& b = h.fp8->bands[band];
-      b.written += count;
-      complete = b.written == whole;
-    }
-    if (complete) {
-      Fp8Band finished;
-      {
-        std::lock_guard<std::mutex> lock(h.fp8->mu);
-        finished = std::move(h.fp8->bands[band]);
-        h.fp8->bands.erase(band);
+      auto b = h.fp8->bands.find(band);
+      b->second.written += count;
+      if (b->second.written == whole) {
+        finished = std::move(b->second);
+        h.fp8->bands.erase(b);
         h.fp8->done[static_cast<size_t>(band)] = 1;
       }
+    }
+    if (finished) {
       TensorRef old_band = TensorRef::contiguous(
-          source.name, source.dtype, finished.old_bytes.data(), static_cast<int64_t>(whole));
+          source.name, source.dtype, finished->old_bytes.data(), static_cast<int64_t>(whole));
       old_band.shape = {rows, static_cast<int64_t>(cols)};
-      RETURN_IF_ERROR(
-          record_fp8_band(h, band, old_band, source_rows(source, band * kFp8Block, rows)));
+      RETURN_IF_ERROR(record_fp8_band(h, band, old_band, source.rows(band * kFp8Block, rows)));
     }
     j += count;
   }

@@ -177,14 +177,13 @@ class Publisher {
   // tensors_[i] is read where it lives (not FP8 values, host memory, contiguous), and
   // quantises rows [first_row, first_row + rows) (whole 128-row blocks but the last) of FP8
   // values tensor i's source into `out`, its block rows of the scale grid with them.
-  // Hooked FP8 sources: whether tensors_[i] is an FP8 source's scales, the step's entry of
-  // FP8 values tensor i, C() of the quantisation of its live source (values, scales; into
-  // `grid`, or the published scales when null), and the guard comparing them with the records.
+  // Hooked FP8 sources: the step's entry of FP8 values tensor i (its scales are tensor i + 1), C()
+  // of the quantisation of its live source (values, scales; into `grid`, or the published scales
+  // when null), and the guard comparing them with the records.
   Status register_fp8(const TensorRef& ref, TensorUpdates updates);
   bool read_in_place(size_t i) const;
   Status quantize_rows(size_t i, int64_t first_row, int64_t rows, std::span<uint8_t> out,
                        float* grid = nullptr);
-  bool fp8_scale(size_t i) const;
   Result<PublishStep::Hooked> begin_hooked_fp8(size_t i, uint64_t version);
   Result<std::pair<uint64_t, uint64_t>> fp8_live_checksums(size_t i, float* grid);
   Status guard_fp8(const PublishJob& job, const PublishStep::Hooked& h,

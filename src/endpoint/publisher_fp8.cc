@@ -37,7 +37,7 @@ Status Publisher::register_fp8(const TensorRef& ref, TensorUpdates updates) {
   const int64_t rows = ref.shape[0], cols = ref.shape[1];
   Fp8Source source;
   source.source = ref;
-  source.scale = tensors_.size() + 1;
+  source.scale = tensors_.size() + 1;  // right after the values (begin_step relies on it)
   ASSIGN_OR_RETURN(
       source.scale_inv,
       allocate_or_status(
@@ -73,11 +73,6 @@ bool Publisher::read_in_place(size_t i) const {
   return !fp8_values && t.memory != MemoryKind::kCuda && t.is_contiguous();
 }
 
-bool Publisher::fp8_scale(size_t i) const {
-  return std::any_of(fp8_sources_.begin(), fp8_sources_.end(),
-                     [i](const Fp8Source& f) { return f.scale == i; });
-}
-
 Status Publisher::quantize_rows(size_t i, int64_t first_row, int64_t rows, std::span<uint8_t> out,
                                 float* grid) {
   Fp8Source& f = fp8_sources_[static_cast<size_t>(fp8_of_[i])];
@@ -87,10 +82,7 @@ Status Publisher::quantize_rows(size_t i, int64_t first_row, int64_t rows, std::
     return internal_error("FP8 band of tensor '" + f.source.name + "' at row " +
                           std::to_string(first_row) + " is not whole blocks");
   }
-  TensorRef band = f.source;
-  band.strides = f.source.effective_strides();
-  band.offset = f.source.offset + first_row * band.strides[0];
-  band.shape[0] = rows;
+  const TensorRef band = f.source.rows(first_row, rows);
   const int64_t grid_cols = fp8_scale_cols(cols);
   if (band.memory == MemoryKind::kCuda) {
     // Quantised on its GPU: only the values and the scales cross to the host.
@@ -104,9 +96,7 @@ Status Publisher::quantize_rows(size_t i, int64_t first_row, int64_t rows, std::
   pool_->parallel_for(static_cast<size_t>(block_rows), [&](size_t b) {
     const int64_t r0 = static_cast<int64_t>(b) * kFp8Block;
     const int64_t n = std::min(kFp8Block, rows - r0);
-    TensorRef block = band;  // band.strides are explicit
-    block.offset = band.offset + r0 * band.strides[0];
-    block.shape[0] = n;
+    const TensorRef block = band.rows(r0, n);
     float* scales = grid + (first_row / kFp8Block + r0 / kFp8Block) * grid_cols;
     results[b] = quantize_fp8_blocks(
         block, out.subspan(static_cast<size_t>(r0 * cols), static_cast<size_t>(n * cols)),

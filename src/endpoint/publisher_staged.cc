@@ -19,16 +19,6 @@ namespace {
 
 constexpr uint64_t kFp8PieceBytes = uint64_t{4} << 20;
 
-// Rows [first, first + count) of dimension 0 of `t`, as a view.
-TensorRef rows_of(const TensorRef& t, int64_t first, int64_t count) {
-  TensorRef sub = t;
-  if (t.shape.empty()) return sub;
-  sub.strides = t.effective_strides();
-  sub.offset = t.offset + first * sub.strides[0];
-  sub.shape[0] = count;
-  return sub;
-}
-
 }  // namespace
 
 Status Publisher::read_staged(size_t i, uint64_t version, bool from_snapshot,
@@ -62,7 +52,7 @@ Status Publisher::read_staged(size_t i, uint64_t version, bool from_snapshot,
   if (fp8) rows_per_piece = std::max<int64_t>(1, rows_per_piece / kFp8Block) * kFp8Block;
   for (int64_t r = 0; r < rows; r += rows_per_piece) {
     const int64_t n = std::min(rows_per_piece, rows - r);
-    const TensorRef piece = t.shape.empty() ? t : rows_of(t, r, n);
+    const TensorRef piece = t.rows(r, n);
     const uint64_t first = static_cast<uint64_t>(r) * row_elements;
     const uint64_t count = piece.numel();
     if (staging_.size() < count * es) {

@@ -60,11 +60,12 @@ Result<std::shared_ptr<PublishStep>> Publisher::begin_step(uint64_t version, boo
   }
   std::vector<PublishStep::Hooked> hooked;
   for (size_t i = 0; i < tensors_.size(); ++i) {
-    if (updates_[i] != TensorUpdates::kHooked || fp8_scale(i)) continue;  // scales: with values
+    if (updates_[i] != TensorUpdates::kHooked) continue;
     if (i < fp8_of_.size() && fp8_of_[i] >= 0) {
       auto h = begin_hooked_fp8(i, version);
       if (!h.ok()) return h.status().with_context("version " + std::to_string(version));
       hooked.push_back(std::move(*h));
+      ++i;  // its scales, registered right after it, are recorded with it
       continue;
     }
     std::optional<uint64_t> base;
