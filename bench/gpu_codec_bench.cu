@@ -12,6 +12,11 @@
 //   apply     apply_delta of that record from host memory, base checksum computed on the GPU
 //             (tensor read + record read + changed elements written); also with the record
 //             already in device memory and the current checksum tracked
+//   fp8       cuda_codec::quantize_fp8_blocks of the new tensor as a [N/8192, 8192] matrix
+//             (bf16 in, block-FP8 values and scales out to host memory: 2 + 1 bytes an element
+//             counted), next to a device-to-host copy of the values' N bytes (its floor: the
+//             values land in host memory); checked byte-equal to the CPU quantiser on the
+//             first 256 rows
 // and prints one JSON object: each figure's GB/s and its ratio to the copy's GB/s, plus checks
 // (the GPU record equals the CPU encoder's on the first 4 Mi elements; the applied tensor
 // equals the new one). Exit status 1 when a check fails.
@@ -30,6 +35,7 @@
 #include "codec/cuda_codec.h"
 #include "codec/delta_apply.h"
 #include "codec/delta_encoder.h"
+#include "codec/fp8_quantize.h"
 
 namespace {
 
@@ -210,6 +216,36 @@ int main(int argc, char** argv) {
                                             device_view("new", new_w, m), small);
   const bool encode_equal = cpu.ok() && gpu.ok() && cpu->record == gpu->record;
 
+  // The FP8 quantiser: the new tensor as rows of 8192 (the tail past whole rows left out).
+  const int64_t fp8_cols = 8192, fp8_rows = static_cast<int64_t>(n / fp8_cols);
+  TensorRef fp8_in = device_view("new (fp8)", new_w, n);
+  fp8_in.shape = {fp8_rows, fp8_cols};
+  const uint64_t fp8_elements = uint64_t(fp8_rows) * fp8_cols;
+  const uint64_t fp8_blocks = uint64_t((fp8_rows + 127) / 128) * ((fp8_cols + 127) / 128);
+  std::vector<uint8_t> fp8_q(fp8_elements);
+  std::vector<float> fp8_scale(fp8_blocks);
+  bool fp8_ok = fp8_rows > 0;
+  const double t_fp8 = !fp8_ok ? -1 : median_seconds(reps, nothing, [&] {
+    const weightcast::Status s = weightcast::cuda_codec::quantize_fp8_blocks(fp8_in, fp8_q, fp8_scale);
+    if (!s.ok()) std::fprintf(stderr, "fp8: %s\n", s.message().c_str());
+    return s.ok();
+  });
+  const double t_d2h = median_seconds(reps, nothing, [&] {
+    return check(cudaMemcpy(fp8_q.data() , new_w, std::min<uint64_t>(fp8_elements, bytes), cudaMemcpyDeviceToHost), "d2h copy");
+  });
+  if (fp8_ok && t_fp8 > 0) {  // the D2H copy above overwrote the values: quantise again, then compare
+    const int64_t check_rows = std::min<int64_t>(fp8_rows, 256);
+    fp8_ok = weightcast::cuda_codec::quantize_fp8_blocks(fp8_in, fp8_q, fp8_scale).ok();
+    TensorRef host_in{"new (fp8, host)", DType::kBF16, {check_rows, fp8_cols}, {}, 0, want.data()};
+    std::vector<uint8_t> cpu_q(uint64_t(check_rows) * fp8_cols);
+    std::vector<float> cpu_scale(uint64_t((check_rows + 127) / 128) * ((fp8_cols + 127) / 128));
+    fp8_ok = fp8_ok && weightcast::quantize_fp8_blocks(host_in, cpu_q, cpu_scale).ok() &&
+             std::equal(cpu_q.begin(), cpu_q.end(), fp8_q.begin()) &&
+             std::equal(cpu_scale.begin(), cpu_scale.end(), fp8_scale.begin());
+  } else {
+    fp8_ok = false;
+  }
+
   const double copy_gbps = 2.0 * bytes / t_copy / 1e9;
   auto gbps = [](double b, double t) { return b / t / 1e9; };
   const double apply_bytes =
@@ -231,6 +267,8 @@ int main(int argc, char** argv) {
       {"encode_untracked_base", t_encode_untracked, 2.0 * bytes},
       {"apply", t_apply, apply_bytes},
       {"apply_device_record_tracked", t_apply_device, apply_bytes - bytes},
+      {"fp8_quantize", t_fp8, 3.0 * fp8_elements},
+      {"d2h_copy_fp8_values", t_d2h, double(fp8_elements)},
   };
   for (const auto& r : rows) {
     std::printf("  \"%s_s\": %.6f,\n  \"%s_gbps\": %.1f,\n  \"%s_vs_copy\": %.3f,\n", r.name, r.t,
@@ -240,11 +278,13 @@ int main(int argc, char** argv) {
   std::printf("  \"apply_device_record_time_vs_copy_time\": %.3f,\n", t_apply_device / t_copy);
   std::printf("  \"check_apply_equals_new\": %s,\n  \"check_apply_checksums\": %s,\n",
               apply_equal ? "true" : "false", applied_ok ? "true" : "false");
+  std::printf("  \"fp8_time_vs_d2h_copy_time\": %.3f,\n", t_fp8 / t_d2h);
+  std::printf("  \"check_fp8_equals_cpu_first_256_rows\": %s,\n", fp8_ok ? "true" : "false");
   std::printf("  \"check_gpu_record_equals_cpu_first_4Mi\": %s\n}\n",
               encode_equal ? "true" : "false");
   cudaFree(old_w);
   cudaFree(new_w);
   cudaFree(dest);
   cudaFree(dev_record);
-  return apply_equal && applied_ok && encode_equal ? 0 : 1;
+  return apply_equal && applied_ok && encode_equal && fp8_ok ? 0 : 1;
 }

@@ -10,7 +10,8 @@
 # travels; the GPU machine's driver provides libcuda. BUNDLE_DIR is replaced by:
 #   bin/   service_tests, codec_tests, nccl_tests, group_tests, endpoint_tests, weightcast,
 #          gpu_codec_bench
-#          and nccl_bucket_bench, debug info stripped (symbols kept for backtraces)
+#          nccl_bucket_bench and fp8_quantize_bench (the CPU quantiser, timed on that machine's
+#          CPU), debug info stripped (symbols kept for backtraces)
 #   lib/   every shared library ldd lists except glibc's own (the GPU machine has its own
 #          glibc, which must match its loader) and the C++ runtime: libprotobuf, libzstd, ...
 #   lib/cxx/  libstdc++ and libgcc_s, used there only when the machine's own are too old
@@ -30,11 +31,11 @@ BUNDLE="$(realpath -m "$2")"
 JOBS="${JOBS:-2}"
 LIMIT_BYTES=$((64 * 1024 * 1024))  # the device tool's cap on what travels, tree included
 TARGETS=(service_tests codec_tests nccl_tests group_tests endpoint_tests weightcast gpu_codec_bench
-  nccl_bucket_bench)
+  nccl_bucket_bench fp8_quantize_bench)
 BINARIES=("$BUILD/tests/service_tests" "$BUILD/tests/codec_tests" "$BUILD/tests/nccl_tests"
   "$BUILD/tests/group_tests" "$BUILD/tests/endpoint_tests"
   "$BUILD/src/weightcast"
-  "$BUILD/bench/gpu_codec_bench" "$BUILD/bench/nccl_bucket_bench")
+  "$BUILD/bench/gpu_codec_bench" "$BUILD/bench/nccl_bucket_bench" "$BUILD/bench/fp8_quantize_bench")
 # glibc's libraries and the kernel's vDSO: provided by the GPU machine, never carried.
 SYSTEM_RE='^(linux-vdso\.so|ld-linux-x86-64\.so|libc\.so|libm\.so|libpthread\.so|libdl\.so|librt\.so|libutil\.so|libresolv\.so|libcuda\.so)'
 

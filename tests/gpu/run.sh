@@ -29,7 +29,10 @@
 #   python_cuda.log     tests/python/test_cuda.py in the machine's python3 and torch, through the
 #                       bundle's extension module (skipped when the bundle has none)
 #   bench_coalesce.json weightcast bench coalesce (host staging; WEIGHTCAST_GPU_BENCH=0 skips)
-#   bench_gpu_codec.json gpu_codec_bench: checksum/encode/apply vs a device copy (same switch)
+#                       (codec_tests.log also gets fp8_quantize_bench: the CPU quantiser on one
+#                       core of that machine, against a memcpy)
+#   bench_gpu_codec.json gpu_codec_bench at 1, 5 and 20 %: checksum/encode/apply and the FP8
+#                       quantiser vs a device copy, one JSON object per density (same switch)
 #   summary.txt         one line per step; printed last
 # Exit status: 0 when every step passed; 1 when one failed, including CUDA tests skipping on
 # a machine whose nvidia-smi lists a GPU (WEIGHTCAST_EXPECT_GPU=0/1 overrides that guess).
@@ -262,7 +265,7 @@ if [[ -f "$BUNDLE/bin/weightcastd" && -d "$BUNDLE/python/weightcast" ]] &&
   fi
 elif [[ -f "$BUNDLE/bin/weightcastd" && -d "$BUNDLE/python/weightcast" ]]; then
   PYTHONPATH="$BUNDLE/python" WEIGHTCASTD="$BUNDLE/bin/weightcastd" PYTHONDONTWRITEBYTECODE=1 \
-    timeout --kill-after=10 "$TEST_TIMEOUT" "$PY" -m pytest -q -rsx -p no:cacheprovider \
+    timeout --kill-after=10 "$TEST_TIMEOUT" "$PY" -m pytest -q -rsxP -p no:cacheprovider \
     "$PY_TESTS/test_cuda.py" >"$OUT/python_cuda.log" 2>&1
   rc=$?
   tail -15 "$OUT/python_cuda.log"
@@ -297,17 +300,39 @@ if [[ "${WEIGHTCAST_GPU_BENCH:-1}" == 1 ]]; then
     step bench FAIL "exit $rc"
   fi
 fi
-# ---- the CUDA codec against a device copy (256 Mi bf16 at 1 %).
+# ---- the CUDA codec against a device copy (256 Mi bf16 at 1, 5 and 20 %; the FP8 quantiser in the
+# first run): one JSON object per density, one after another.
 if [[ "${WEIGHTCAST_GPU_BENCH:-1}" == 1 && -x "$BUNDLE/bin/gpu_codec_bench" ]] && ((expect_gpu == 1)); then
-  echo "==== gpu_codec_bench (timeout ${BENCH_TIMEOUT}s)"
-  timeout --kill-after=10 "$BENCH_TIMEOUT" "$BUNDLE/bin/gpu_codec_bench" ${WEIGHTCAST_GPU_CODEC_BENCH_ARGS:-} \
-    >"$OUT/bench_gpu_codec.json" 2>&1
+  : >"$OUT/bench_gpu_codec.json"
+  for density in ${WEIGHTCAST_GPU_CODEC_DENSITIES:-0.01 0.05 0.20}; do
+    echo "==== gpu_codec_bench --density $density (timeout ${BENCH_TIMEOUT}s)"
+    timeout --kill-after=10 "$BENCH_TIMEOUT" "$BUNDLE/bin/gpu_codec_bench" --density "$density" \
+      ${WEIGHTCAST_GPU_CODEC_BENCH_ARGS:-} >"$XML_DIR/codec_bench.json" 2>&1
+    rc=$?
+    tee -a "$OUT/bench_gpu_codec.json" <"$XML_DIR/codec_bench.json"
+    if ((rc == 0)); then
+      step codec-bench ok "density $density: $(grep -E '"(checksum|encode|apply|fp8_quantize)_vs_copy"' "$XML_DIR/codec_bench.json" | tr -d ' \n')"
+    else
+      step codec-bench FAIL "density $density: exit $rc"
+    fi
+  done
+fi
+# ---- the CPU FP8 quantiser on one core of this machine's CPU (its AVX-512 kernel where the CPU
+# has it), appended to codec_tests.log.
+if [[ "${WEIGHTCAST_GPU_BENCH:-1}" == 1 && -x "$BUNDLE/bin/fp8_quantize_bench" ]]; then
+  echo "==== fp8_quantize_bench (one core; timeout ${BENCH_TIMEOUT}s)" | tee -a "$OUT/codec_tests.log"
+  grep -m1 'model name' /proc/cpuinfo | tee -a "$OUT/codec_tests.log"
+  echo "avx512: $(grep -o 'avx512[a-z_]*' /proc/cpuinfo | sort -u | tr '\n' ' ')" | tee -a "$OUT/codec_tests.log"
+  pin=()
+  command -v taskset >/dev/null && pin=(taskset -c 0)
+  timeout --kill-after=10 "$BENCH_TIMEOUT" "${pin[@]}" "$BUNDLE/bin/fp8_quantize_bench" \
+    >"$XML_DIR/fp8_bench.txt" 2>&1
   rc=$?
-  cat "$OUT/bench_gpu_codec.json"
+  tee -a "$OUT/codec_tests.log" <"$XML_DIR/fp8_bench.txt"
   if ((rc == 0)); then
-    step codec-bench ok "$(grep -E '"(checksum|encode|apply)_vs_copy"' "$OUT/bench_gpu_codec.json" | tr -d ' \n')"
+    step fp8-cpu-bench ok "$(grep -m1 -o 'ratio [0-9.]*.*' "$XML_DIR/fp8_bench.txt")"
   else
-    step codec-bench FAIL "exit $rc"
+    step fp8-cpu-bench FAIL "exit $rc"
   fi
 fi
 # ---- the NCCL schedule against bare broadcasts (JSON appended to nccl_tests.log).

@@ -1,8 +1,13 @@
 """CUDA tensors through the Python package: a trainer's CUDA tensors published in snapshot mode
 (the snapshot on the host or on the device) and through the hooked step, applied in place into
 an engine's CUDA tensors, strided views of a packed parameter included; the guard refuses a
-CUDA tensor changed outside the step. Skipped, saying so, where torch sees no GPU (CI); run on
+CUDA tensor changed outside the step; an in-place delta apply moves about the record's bytes
+host to device, as CUPTI (torch.profiler) counts them. Skipped, saying so, where torch sees no GPU (CI); run on
 a lent GPU by tests/gpu/run.sh (python_cuda.log)."""
+
+import json
+import os
+import tempfile
 
 import pytest
 
@@ -136,3 +141,56 @@ def test_guard_refuses_a_cuda_tensor_changed_outside_the_step(make_group, endpoi
         s.write(model["w"][1:], model["w"][1:].clone())
     with pytest.raises(weightcast.Error, match="'w'"):
         s.handle.wait_published(WAIT)
+
+
+def _host_to_device_copies(run):
+    """(bytes, copies) that every thread of this process copied host to device while run() ran,
+    as CUPTI records them (the "gpu_memcpy" events of torch.profiler's trace)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        run()
+        torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    h2d = [e for e in events if e.get("cat") == "gpu_memcpy" and "HtoD" in e.get("name", "")]
+    return sum(int(e.get("args", {}).get("bytes", 0)) for e in h2d), len(h2d)
+
+
+def test_in_place_delta_apply_moves_about_the_record_bytes_host_to_device(make_group, endpoints):
+    # 32 Mi bf16 elements with about 1 % changed per version. The trainer's snapshot is on the
+    # host (its copies go device to host only), so every host-to-device byte is the engine's.
+    g = make_group(snapshot="host")
+    gen = torch.Generator().manual_seed(11)
+    model = {"w": torch.randn(4096, 8192, generator=gen).to(torch.bfloat16).to(CUDA)}
+    pub = weightcast.Publisher(g.config, g.publisher_rank, threads=2)
+    endpoints.append(pub)
+    pub.register("w", model["w"])
+    sub, engine = _engine(make_group, endpoints, g, model, packed=False)
+    for version in (1, 2, 3):
+        if version > 1:
+            _step(model, gen, count=330_000)
+        torch.cuda.synchronize()
+        out = {}
+
+        def publish_and_apply(version=version, out=out):
+            h = pub.publish(version)
+            h.wait_for_reads(WAIT)
+            out["report"] = h.wait_published(WAIT)
+            sub.wait_for_version(version, WAIT)
+
+        if version == 1:
+            publish_and_apply()
+            continue
+        moved, copies = _host_to_device_copies(publish_and_apply)
+        assert _same(model, engine), f"engine differs from the trainer at v{version}"
+        record = out["report"]["stored_bytes"]
+        print(
+            f"v{version}: {moved} bytes host to device in {copies} copies for a {record}-byte "
+            f"delta of {out['report']['changed_elements']} elements: {moved / record:.3f} x"
+        )
+        assert copies > 0, "the profiler saw no host-to-device copy, yet the record must cross"
+        assert moved <= 1.1 * record, f"{moved} bytes crossed for a {record}-byte record"
