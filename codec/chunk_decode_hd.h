@@ -208,14 +208,12 @@ WC_HD inline ChunkDecodeError decode_values(const uint8_t* sec, uint64_t size, u
   return kDecodeOk;
 }
 
-// Checks the chunk's header and, for every mode but raw, decodes its `head->changed`
-// positions and values into arrays of at least that many entries. `capacity` is the entry
-// count the caller reserved: a chunk claiming more is refused. For raw chunks the new values
-// are the length * elem_size bytes after the header.
-WC_HD inline ChunkDecodeError decode_chunk_hd(const uint8_t* bytes, uint64_t size, uint32_t length,
-                                              unsigned elem_size, uint32_t capacity,
-                                              uint32_t* positions, uint32_t* values,
-                                              ChunkHead* head) {
+// The checks decode_chunk_hd makes before the sections: the header read into `head`, and
+// for raw chunks everything. `capacity` is the entry count the caller reserved: a chunk
+// claiming more is refused.
+WC_HD inline ChunkDecodeError check_chunk_head_hd(const uint8_t* bytes, uint64_t size,
+                                                  uint32_t length, unsigned elem_size,
+                                                  uint32_t capacity, ChunkHead* head) {
   if (size < kChunkHeaderBytes) return kShortHeader;
   ChunkHead h;
   h.mode = bytes[0];
@@ -229,7 +227,6 @@ WC_HD inline ChunkDecodeError decode_chunk_hd(const uint8_t* bytes, uint64_t siz
   if (h.changed == 0 || h.changed > length || h.changed > capacity) return kBadChangedCount;
   const uint64_t rest = size - kChunkHeaderBytes;
   if (h.positions_bytes > rest) return kPositionsPastEnd;
-  const uint8_t* sec = bytes + kChunkHeaderBytes;
   if (static_cast<ChunkMode>(h.mode) == ChunkMode::kRaw) {
     if (h.positions_bytes != uint64_t{length} * elem_size || rest != h.positions_bytes ||
         h.value_bits != 0 || h.rice_k != 0) {
@@ -239,6 +236,22 @@ WC_HD inline ChunkDecodeError decode_chunk_hd(const uint8_t* bytes, uint64_t siz
   }
   if (static_cast<ChunkMode>(h.mode) != ChunkMode::kGapsRice && h.rice_k != 0)
     return kRiceParameterOnOtherMode;
+  return kDecodeOk;
+}
+
+// Checks the chunk's header and, for every mode but raw, decodes its `head->changed`
+// positions and values into arrays of at least that many entries (see check_chunk_head_hd).
+// For raw chunks the new values are the length * elem_size bytes after the header.
+WC_HD inline ChunkDecodeError decode_chunk_hd(const uint8_t* bytes, uint64_t size, uint32_t length,
+                                              unsigned elem_size, uint32_t capacity,
+                                              uint32_t* positions, uint32_t* values,
+                                              ChunkHead* head) {
+  const ChunkDecodeError checked =
+      check_chunk_head_hd(bytes, size, length, elem_size, capacity, head);
+  if (checked != kDecodeOk || static_cast<ChunkMode>(head->mode) == ChunkMode::kRaw) return checked;
+  const ChunkHead& h = *head;
+  const uint64_t rest = size - kChunkHeaderBytes;
+  const uint8_t* sec = bytes + kChunkHeaderBytes;
   const ChunkDecodeError e = decode_positions(h, sec, h.positions_bytes, length, positions);
   if (e != kDecodeOk) return e;
   return decode_values(sec + h.positions_bytes, rest - h.positions_bytes, h.changed, h.value_bits,

@@ -11,6 +11,7 @@
 
 #include "codec/checksum.h"
 #include "codec/chunk_decode_hd.h"
+#include "codec/cuda/cuda_chunk_decode.cuh"
 #include "codec/cuda/cuda_support.h"
 #include "codec/delta_format.h"
 #include "codec/value_packing.h"
@@ -47,19 +48,30 @@ struct Destination {
   uint64_t count;
 };
 
-__global__ void decode_chunks_kernel(const uint8_t* payload, const ChunkJob* jobs, uint32_t n_jobs,
+// One block per job (cuda_chunk_decode.cuh): the chunk's positions and values into scratch.
+__global__ void decode_chunks_kernel(const uint8_t* payload, const ChunkJob* jobs,
                                      unsigned elem_size, uint32_t* positions, uint32_t* values,
                                      JobResult* results, unsigned long long* decode_error) {
-  const uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= n_jobs) return;
+  const uint32_t j = blockIdx.x;
   const ChunkJob job = jobs[j];
   hd::ChunkHead head;
-  const hd::ChunkDecodeError e = hd::decode_chunk_hd(
-      payload + job.payload_offset, job.payload_bytes, job.length, elem_size, job.length,
+  const hd::ChunkDecodeError e = chunk_decode::block_decode_chunk(
+      payload + job.payload_offset, job.payload_bytes, job.length, elem_size,
       positions + job.scratch_offset, values + job.scratch_offset, &head);
+  if (threadIdx.x != 0) return;
   results[j].changed = head.changed;
   results[j].mode = head.mode;
   if (e != hd::kDecodeOk) atomicMin(decode_error, (static_cast<unsigned long long>(j) << 8) | e);
+}
+
+Status launch_decode(const uint8_t* payload, const ChunkJob* jobs, uint32_t n_jobs, size_t es,
+                     uint32_t* positions, uint32_t* values, JobResult* results,
+                     unsigned long long* decode_error, const Workspace& ws, const std::string& who) {
+  if (n_jobs == 0) return ok_status();
+  decode_chunks_kernel<<<n_jobs, chunk_decode::kDecodeThreads, 0, ws.stream()>>>(
+      payload, jobs, static_cast<unsigned>(es), positions, values, results, decode_error);
+  WC_CUDA_LAUNCHED("decode_chunks_kernel", who);
+  return ok_status();
 }
 
 template <typename U>

@@ -118,9 +118,8 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
   // 2-3. Decode, then apply.
   uint32_t* const pos32 = b.positions;
   uint32_t* const val32 = b.values;
-  decode_chunks_kernel<<<(n_jobs + 31) / 32, 32, 0, ws->stream()>>>(
-      payload, dev_jobs, n_jobs, static_cast<unsigned>(es), pos32, val32, dev_results, dev_errors);
-  WC_CUDA_LAUNCHED("decode_chunks_kernel", who);
+  RETURN_IF_ERROR(launch_decode(payload, dev_jobs, n_jobs, es, pos32, val32, dev_results,
+                                dev_errors, *ws, who));
   const Destination d{dest.first_byte(), view, req.first, req.count};
   // From the apply launch on, memory may have changed: a failure before the verdict is known
   // still tries the revert (which undoes exactly what the apply kernel wrote, or nothing when

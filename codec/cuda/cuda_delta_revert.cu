@@ -46,9 +46,8 @@ Status revert_delta(const DeltaRecordView& record, const TensorRef& dest, const 
   unsigned long long* const dev_errors = b.errors;
   uint32_t* const pos32 = b.positions;
   uint32_t* const val32 = b.values;
-  decode_chunks_kernel<<<(n_jobs + 31) / 32, 32, 0, ws->stream()>>>(
-      payload, dev_jobs, n_jobs, static_cast<unsigned>(es), pos32, val32, dev_results, dev_errors);
-  WC_CUDA_LAUNCHED("decode_chunks_kernel", who);
+  RETURN_IF_ERROR(launch_decode(payload, dev_jobs, n_jobs, es, pos32, val32, dev_results,
+                                dev_errors, *ws, who));
   WC_CUDA_TRY(cudaMemcpyAsync(host + jobs_bytes, dev_results,
                               results_bytes + 2 * sizeof(unsigned long long),
                               cudaMemcpyDeviceToHost, ws->stream()),

@@ -27,6 +27,12 @@ __device__ float load_element(const uint8_t* base, int dtype, int64_t at) {
   return reinterpret_cast<const float*>(base)[at];
 }
 
+// 0x80 when element `at` has its sign bit set (read from its bytes, NaN or not), else 0.
+__device__ uint32_t negative_bit(const uint8_t* base, int dtype, int64_t at) {
+  if (dtype == 2) return (reinterpret_cast<const uint32_t*>(base)[at] >> 24) & 0x80u;
+  return (reinterpret_cast<const uint16_t*>(base)[at] >> 8) & 0x80u;
+}
+
 // codec/fp8_quantize.cc clamped_to_e4m3fn, on the device.
 __device__ uint8_t clamped_to_e4m3fn(float v) {
   const uint32_t bits = __float_as_uint(v);
@@ -69,10 +75,14 @@ __global__ void quantize_kernel(const uint8_t* base, int dtype, int64_t stride0,
   for (int e = threadIdx.x; e < 128 * 128; e += kThreads) {
     const int64_t r = r0 + e / 128, c = c0 + e % 128;
     if (r >= rows || c >= cols) continue;
-    float v = __fdiv_rn(load_element(base, dtype, r * stride0 + c * stride1), s);
+    const int64_t at = r * stride0 + c * stride1;
+    float v = __fdiv_rn(load_element(base, dtype, at), s);
     v = v > kFp8Max ? kFp8Max : v;  // a NaN compares false both ways and stays one
     v = v < -kFp8Max ? -kFp8Max : v;
-    q[r * cols + c] = clamped_to_e4m3fn(v);
+    // The GPU's division (and maybe its fp16 widening) returns the canonical, positive NaN; the
+    // CPU keeps a NaN's sign, and so must the bytes: the sign comes from the input's top bit.
+    q[r * cols + c] = isnan(v) ? static_cast<uint8_t>(0x7Fu | negative_bit(base, dtype, at))
+                               : clamped_to_e4m3fn(v);
   }
 }
 

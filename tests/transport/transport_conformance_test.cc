@@ -40,7 +40,8 @@ void TransportConformance::SetUp() {
 }
 
 TEST_P(TransportConformance, PublishedPartsArriveWholeAndVerified) {
-  ASSERT_TRUE(publish(*peers_.publisher, 3).ok());
+  const Status published_3 = publish(*peers_.publisher, 3);
+  ASSERT_TRUE(published_3.ok()) << published_3.to_string();
   auto d = peers_.subscriber->describe(3, deadline_in(milliseconds(5000)));
   ASSERT_TRUE(d.ok()) << d.status().to_string();
   const auto expected = make_parts(3);
@@ -58,8 +59,10 @@ TEST_P(TransportConformance, LatestIsTheNewestAndUnknownVersionsAreNotFound) {
   auto none = peers_.subscriber->latest(deadline_in(milliseconds(5000)));
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
-  ASSERT_TRUE(publish(*peers_.publisher, 1).ok());
-  ASSERT_TRUE(publish(*peers_.publisher, 2).ok());
+  const Status published_1 = publish(*peers_.publisher, 1);
+  ASSERT_TRUE(published_1.ok()) << published_1.to_string();
+  const Status published_2 = publish(*peers_.publisher, 2);
+  ASSERT_TRUE(published_2.ok()) << published_2.to_string();
   auto latest = peers_.subscriber->latest(deadline_in(milliseconds(5000)));
   ASSERT_TRUE(latest.ok()) << latest.status().to_string();
   EXPECT_EQ(latest->version, 2u);
@@ -69,7 +72,8 @@ TEST_P(TransportConformance, LatestIsTheNewestAndUnknownVersionsAreNotFound) {
 }
 
 TEST_P(TransportConformance, VersionsMustIncrease) {
-  ASSERT_TRUE(publish(*peers_.publisher, 5).ok());
+  const Status published_5 = publish(*peers_.publisher, 5);
+  ASSERT_TRUE(published_5.ok()) << published_5.to_string();
   Status again = publish(*peers_.publisher, 5);
   EXPECT_EQ(again.code(), StatusCode::kFailedPrecondition) << again.to_string();
   Status older = publish(*peers_.publisher, 4);
@@ -77,7 +81,8 @@ TEST_P(TransportConformance, VersionsMustIncrease) {
 }
 
 TEST_P(TransportConformance, WrongDestinationSizeIsRefused) {
-  ASSERT_TRUE(publish(*peers_.publisher, 1).ok());
+  const Status published_1 = publish(*peers_.publisher, 1);
+  ASSERT_TRUE(published_1.ok()) << published_1.to_string();
   auto d = peers_.subscriber->describe(1, deadline_in(milliseconds(5000)));
   ASSERT_TRUE(d.ok());
   std::vector<uint8_t> small(d->parts[1].bytes - 1);
@@ -87,7 +92,8 @@ TEST_P(TransportConformance, WrongDestinationSizeIsRefused) {
 
 TEST_P(TransportConformance, CorruptPartIsDataLossNamingThePart) {
   if (!peers_.corrupt) GTEST_SKIP() << GetParam().name << " has no way to corrupt a part";
-  ASSERT_TRUE(publish(*peers_.publisher, 1).ok());
+  const Status published_1 = publish(*peers_.publisher, 1);
+  ASSERT_TRUE(published_1.ok()) << published_1.to_string();
   auto d = peers_.subscriber->describe(1, deadline_in(milliseconds(5000)));
   ASSERT_TRUE(d.ok());
   peers_.corrupt(1, d->parts[2].name);
@@ -142,9 +148,11 @@ TEST_P(TransportConformance, ReadersNeverSeeAPartialVersion) {
       ++observed;
     }
   });
-  for (uint64_t v = 1; v <= 20; ++v) ASSERT_TRUE(publish(*peers_.publisher, v).ok());
+  Status published;
+  for (uint64_t v = 1; v <= 20 && published.ok(); ++v) published = publish(*peers_.publisher, v);
   done = true;
-  reader.join();
+  reader.join();  // before any assertion returns: a joinable thread's destructor terminates
+  ASSERT_TRUE(published.ok()) << published.to_string();
   EXPECT_TRUE(failure.empty()) << failure;
   EXPECT_GT(observed.load(), 0);
 }

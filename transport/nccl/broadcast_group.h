@@ -9,7 +9,8 @@
 //  * broadcast() is collective: every member calls it with the same parts (sizes, owners) in
 //    the same order of calls; part i's bytes come from `sources[i]` on its owner and land in
 //    `destinations[i]` on every member that passes a non-empty span there (its size must be
-//    the part's); a member may pass empty spans for the parts it does not need;
+//    the part's); a member may pass empty spans for the parts it does not need, or an empty
+//    list of sources or destinations for none at all;
 //  * sources and destinations may be host memory or, for groups on a GPU, device memory;
 //  * every call ends by its deadline: on a deadline, a peer's failure or abort() the group is
 //    broken and every later call fails at once with the first error (sticky);

@@ -182,6 +182,12 @@ Status NcclBroadcastGroup::run_round(std::span<const SchedulePart> parts,
                                      std::span<const std::span<const uint8_t>> sources,
                                      std::span<const std::span<uint8_t>> destinations,
                                      Deadline deadline) {
+  // An empty list stands for an empty span per part (broadcast_group.h): the round framing's
+  // root passes no destinations, a receiver no sources.
+  const std::vector<std::span<const uint8_t>> no_sources(sources.empty() ? parts.size() : 0);
+  const std::vector<std::span<uint8_t>> no_destinations(destinations.empty() ? parts.size() : 0);
+  if (sources.empty()) sources = no_sources;
+  if (destinations.empty()) destinations = no_destinations;
   if (sources.size() != parts.size() || destinations.size() != parts.size()) {
     return invalid_argument(who() + ": " + std::to_string(parts.size()) + " parts, but " +
                             std::to_string(sources.size()) + " sources and " +
