@@ -92,21 +92,19 @@ WC_HD inline uint64_t streamvbyte_size(const uint32_t* positions, uint32_t n) {
   return bytes;
 }
 
-// plan_rice_gaps (position_codecs.cc): k next to log2(mean gap), three candidates sized.
-WC_HD inline void plan_rice(const uint32_t* positions, uint32_t n, unsigned* k_out,
-                            uint64_t* bytes_out) {
+// plan_rice_gaps (position_codecs.cc): k next to log2(mean gap), three candidates sized. The
+// smallest candidate, from the mean gap of `n` ascending positions.
+WC_HD inline unsigned rice_low_k(const uint32_t* positions, uint32_t n) {
   const uint64_t gap_sum = uint64_t{positions[n - 1]} + 1 - n;
   const uint64_t mean = gap_sum / n;
   const unsigned k0 = mean == 0 ? 0u : 31u - wc_clz32(static_cast<uint32_t>(mean));
   const unsigned lo_candidate = k0 == 0 ? 0u : k0 - 1;
-  const unsigned lo = lo_candidate < kMaxRiceK - 2 ? lo_candidate : kMaxRiceK - 2;
-  uint64_t q[3] = {0, 0, 0};
-  for (uint32_t k = 0; k < n; ++k) {
-    const uint32_t g = gap_at(positions, k);
-    q[0] += g >> lo;
-    q[1] += g >> (lo + 1);
-    q[2] += g >> (lo + 2);
-  }
+  return lo_candidate < kMaxRiceK - 2 ? lo_candidate : kMaxRiceK - 2;
+}
+
+// The best of the three candidates lo, lo + 1, lo + 2 given q[i] = sum of gap >> (lo + i).
+WC_HD inline void choose_rice(const uint64_t q[3], unsigned lo, uint32_t n, unsigned* k_out,
+                              uint64_t* bytes_out) {
   uint64_t best = ~uint64_t{0};
   unsigned best_k = 0;
   for (unsigned i = 0; i < 3; ++i) {
@@ -120,11 +118,26 @@ WC_HD inline void plan_rice(const uint32_t* positions, uint32_t n, unsigned* k_o
   *bytes_out = best;
 }
 
-// plan_value_packing (value_packing.cc): the low width that minimises the section.
-WC_HD inline void plan_values(const uint32_t* values, uint32_t n, unsigned w, unsigned* bits_out,
-                              uint32_t* exceptions_out, uint64_t* bytes_out) {
-  uint32_t hist[33] = {};
-  for (uint32_t k = 0; k < n; ++k) ++hist[wc_bit_length(values[k])];
+WC_HD inline void plan_rice(const uint32_t* positions, uint32_t n, unsigned* k_out,
+                            uint64_t* bytes_out) {
+  const unsigned lo = rice_low_k(positions, n);
+  uint64_t q[3] = {0, 0, 0};
+  for (uint32_t k = 0; k < n; ++k) {
+    const uint32_t g = gap_at(positions, k);
+    q[0] += g >> lo;
+    q[1] += g >> (lo + 1);
+    q[2] += g >> (lo + 2);
+  }
+  choose_rice(q, lo, n, k_out, bytes_out);
+}
+
+WC_HD inline unsigned streamvbyte_bytes(uint32_t gap) {
+  return gap < (1u << 8) ? 1 : gap < (1u << 16) ? 2 : gap < (1u << 24) ? 3 : 4;
+}
+
+// plan_value_packing (value_packing.cc) from the histogram of the values' bit lengths.
+WC_HD inline void choose_values(const uint32_t hist[33], uint32_t n, unsigned w, unsigned* bits_out,
+                                uint32_t* exceptions_out, uint64_t* bytes_out) {
   const unsigned iw = index_bits(n);
   uint64_t best = ~uint64_t{0};
   uint32_t wider = n - hist[0];
@@ -141,22 +154,36 @@ WC_HD inline void plan_values(const uint32_t* values, uint32_t n, unsigned w, un
   *bytes_out = best;
 }
 
-// The plan encode_chunk makes for `n` changes (ascending `positions` within a chunk of
-// `length` elements, their `values`), choosing among `allowed_modes` (ChunkModeMask).
-WC_HD inline ChunkPlan plan_chunk(const uint32_t* positions, const uint32_t* values, uint32_t n,
-                                  uint32_t length, unsigned elem_size, uint32_t allowed_modes) {
+// plan_value_packing (value_packing.cc): the low width that minimises the section.
+WC_HD inline void plan_values(const uint32_t* values, uint32_t n, unsigned w, unsigned* bits_out,
+                              uint32_t* exceptions_out, uint64_t* bytes_out) {
+  uint32_t hist[33] = {};
+  for (uint32_t k = 0; k < n; ++k) ++hist[wc_bit_length(values[k])];
+  choose_values(hist, n, w, bits_out, exceptions_out, bytes_out);
+}
+
+// Stream VByte needs at least 10 bits per gap; it is sized only when it could win.
+WC_HD inline bool streamvbyte_cannot_win(uint32_t allowed_modes, uint64_t rice_bytes, uint32_t n) {
+  return (allowed_modes & kAllowRice) != 0 && rice_bytes <= uint64_t{n} + n / 4;
+}
+
+// What each section would cost, as plan_chunk and the CUDA encoder's block-wide pass find it.
+struct ChunkSizes {
+  unsigned value_bits = 0, rice_k = 0;
+  uint32_t exceptions = 0;
+  uint64_t values_bytes = 0, rice_bytes = 0, svb_bytes = 0;
+};
+
+// The choice encode_chunk makes among `allowed_modes` (ChunkModeMask) for `n` changes in a
+// chunk of `length` elements, given the sizes.
+WC_HD inline ChunkPlan plan_from_sizes(const ChunkSizes& z, uint32_t n, uint32_t length,
+                                       unsigned elem_size, uint32_t allowed_modes) {
   ChunkPlan plan;
   plan.changed = n;
   if (n == 0) return plan;
-  const unsigned w = elem_size * 8;
-  unsigned value_bits = 0, rice_k = 0;
-  uint32_t exceptions = 0;
-  uint64_t values_bytes = 0, rice_bytes = 0;
-  plan_values(values, n, w, &value_bits, &exceptions, &values_bytes);
-  plan_rice(positions, n, &rice_k, &rice_bytes);
-  // Stream VByte needs at least 10 bits per gap; it is sized only when it could win.
-  const bool skip_svb = (allowed_modes & kAllowRice) != 0 && rice_bytes <= uint64_t{n} + n / 4;
-  const uint64_t svb_bytes = skip_svb ? (~uint64_t{0}) / 4 : streamvbyte_size(positions, n);
+  const uint64_t svb_bytes = streamvbyte_cannot_win(allowed_modes, z.rice_bytes, n)
+                                 ? (~uint64_t{0}) / 4
+                                 : z.svb_bytes;
   struct Candidate {
     ChunkMode mode;
     uint32_t mask;
@@ -164,7 +191,7 @@ WC_HD inline ChunkPlan plan_chunk(const uint32_t* positions, const uint32_t* val
     bool has_values;
   };
   const Candidate candidates[4] = {
-      {ChunkMode::kGapsRice, kAllowRice, rice_bytes, true},
+      {ChunkMode::kGapsRice, kAllowRice, z.rice_bytes, true},
       {ChunkMode::kGapsStreamVByte, kAllowStreamVByte, svb_bytes, true},
       {ChunkMode::kBitmap, kAllowBitmap, bitmap_bytes(length), true},
       {ChunkMode::kRaw, kAllowRaw, uint64_t{length} * elem_size, false},
@@ -174,7 +201,7 @@ WC_HD inline ChunkPlan plan_chunk(const uint32_t* positions, const uint32_t* val
   for (int i = 0; i < 4; ++i) {
     const Candidate& c = candidates[i];
     if ((allowed_modes & c.mask) == 0) continue;
-    const uint64_t total = c.positions_bytes + (c.has_values ? values_bytes : 0);
+    const uint64_t total = c.positions_bytes + (c.has_values ? z.values_bytes : 0);
     if (total < best_bytes) {
       best = i;
       best_bytes = total;
@@ -183,14 +210,27 @@ WC_HD inline ChunkPlan plan_chunk(const uint32_t* positions, const uint32_t* val
   if (best < 0) best = 0;  // an empty mask means "any": Rice, as encode_chunk does
   const Candidate& c = candidates[best];
   plan.mode = static_cast<uint8_t>(c.mode);
-  plan.value_bits = static_cast<uint8_t>(c.has_values ? value_bits : 0);
-  plan.rice_k = static_cast<uint8_t>(c.mode == ChunkMode::kGapsRice ? rice_k : 0);
+  plan.value_bits = static_cast<uint8_t>(c.has_values ? z.value_bits : 0);
+  plan.rice_k = static_cast<uint8_t>(c.mode == ChunkMode::kGapsRice ? z.rice_k : 0);
   plan.positions_bytes = static_cast<uint32_t>(c.positions_bytes);
-  plan.values_bytes = c.has_values ? static_cast<uint32_t>(values_bytes) : 0;
-  plan.exceptions = c.has_values ? exceptions : 0;
+  plan.values_bytes = c.has_values ? static_cast<uint32_t>(z.values_bytes) : 0;
+  plan.exceptions = c.has_values ? z.exceptions : 0;
   plan.total_bytes =
       static_cast<uint32_t>(kChunkHeaderBytes + plan.positions_bytes + plan.values_bytes);
   return plan;
+}
+
+// The plan encode_chunk makes for `n` changes (ascending `positions` within a chunk of
+// `length` elements, their `values`), choosing among `allowed_modes` (ChunkModeMask).
+WC_HD inline ChunkPlan plan_chunk(const uint32_t* positions, const uint32_t* values, uint32_t n,
+                                  uint32_t length, unsigned elem_size, uint32_t allowed_modes) {
+  if (n == 0) return plan_from_sizes({}, 0, length, elem_size, allowed_modes);
+  ChunkSizes z;
+  plan_values(values, n, elem_size * 8, &z.value_bits, &z.exceptions, &z.values_bytes);
+  plan_rice(positions, n, &z.rice_k, &z.rice_bytes);
+  if (!streamvbyte_cannot_win(allowed_modes, z.rice_bytes, n))
+    z.svb_bytes = streamvbyte_size(positions, n);
+  return plan_from_sizes(z, n, length, elem_size, allowed_modes);
 }
 
 WC_HD inline uint8_t* write_chunk_header(uint8_t* p, const ChunkPlan& plan) {

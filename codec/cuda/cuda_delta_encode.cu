@@ -4,11 +4,12 @@
 //     the changed positions and their values (zigzag(new - old) - 1) in ascending order with a
 //     block-wide prefix sum, and sum the chunk's checksum change (and, without a tracked base,
 //     the old bytes' checksum part);
-//  2. plan (one thread per chunk): hd::plan_chunk, the CPU encoder's choice of mode and widths;
+//  2. plan (one block per chunk, cuda_chunk_write.cuh): hd::plan_chunk's choice of mode and
+//     widths, from sums reduced over the block;
 //  3. the host reads the plans, lays out the chunk table and offsets;
-//  4. write (one block per chunk): hd::write_chunk at the chunk's offset (raw chunks are
-//     copied by the whole block); the payload comes back to the host in one copy and is
-//     framed by assemble_delta_record (header, chunk table, XXH3-64 trailer).
+//  4. write (one block per chunk, cuda_chunk_write.cuh): hd::write_chunk's bytes, each field
+//     at its scanned offset, into the zeroed payload; the payload comes back to the host in one
+//     copy and is framed by assemble_delta_record (header, chunk table, XXH3-64 trailer).
 // Only the scan reads the tensors; at 1 % density everything after it touches ~1 % of them.
 #include <cuda_runtime.h>
 #include <cub/block/block_reduce.cuh>
@@ -19,6 +20,7 @@
 
 #include "codec/checksum.h"
 #include "codec/chunk_plan_hd.h"
+#include "codec/cuda/cuda_chunk_write.cuh"
 #include "codec/cuda/cuda_support.h"
 #include "codec/cuda_codec.h"
 #include "codec/delta_format.h"
@@ -28,7 +30,6 @@ namespace weightcast::cuda_codec {
 namespace {
 
 constexpr int kScanThreads = 256;
-constexpr int kWriteThreads = 128;
 
 struct ChunkScanResult {
   uint32_t changed;
@@ -140,44 +141,6 @@ __global__ void scan_chunks_kernel(const uint8_t* old_bytes, const uint8_t* new_
   }
 }
 
-__global__ void plan_chunks_kernel(const uint32_t* positions, const uint32_t* values,
-                                   const ChunkScanResult* results, uint32_t chunk_count,
-                                   uint64_t range_elements, uint32_t chunk_elements,
-                                   unsigned elem_size, uint32_t allowed_modes,
-                                   hd::ChunkPlan* plans) {
-  const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= chunk_count) return;
-  const uint64_t start = uint64_t{c} * chunk_elements;
-  const uint64_t left = range_elements - start;
-  const uint32_t length = left < chunk_elements ? static_cast<uint32_t>(left) : chunk_elements;
-  plans[c] = hd::plan_chunk(positions + start, values + start, results[c].changed, length,
-                            elem_size, allowed_modes);
-}
-
-__global__ void write_chunks_kernel(const uint32_t* positions, const uint32_t* values,
-                                    const uint8_t* new_bytes, const hd::ChunkPlan* plans,
-                                    const uint64_t* offsets, uint64_t range_elements,
-                                    uint32_t chunk_elements, unsigned elem_size, uint8_t* payload) {
-  const uint32_t c = blockIdx.x;
-  const hd::ChunkPlan plan = plans[c];
-  if (plan.changed == 0) return;
-  const uint64_t start = uint64_t{c} * chunk_elements;
-  const uint64_t left = range_elements - start;
-  const uint32_t length = left < chunk_elements ? static_cast<uint32_t>(left) : chunk_elements;
-  uint8_t* out = payload + offsets[c];
-  if (static_cast<ChunkMode>(plan.mode) == ChunkMode::kRaw) {
-    if (threadIdx.x == 0) hd::write_chunk_header(out, plan);
-    const uint8_t* src = new_bytes + start * elem_size;
-    uint8_t* dst = out + kChunkHeaderBytes;
-    for (uint64_t b = threadIdx.x; b < uint64_t{length} * elem_size; b += blockDim.x)
-      dst[b] = src[b];
-    return;
-  }
-  if (threadIdx.x == 0) {
-    hd::write_chunk(out, plan, positions + start, values + start, nullptr, length, elem_size);
-  }
-}
-
 template <typename U>
 Status launch_scan(const uint8_t* old_b, const uint8_t* new_b, const DeltaRecordHeader& h,
                    bool aligned, bool want_base, uint32_t* positions, uint32_t* values,
@@ -276,8 +239,8 @@ Result<EncodedDelta> encode_delta(const TensorRef& old_view, const TensorRef& ne
                                             results, *ws, who));
       break;
   }
-  plan_chunks_kernel<<<(chunks + 63) / 64, 64, 0, ws->stream()>>>(
-      pos32, val32, results, chunks, h.range_elements, h.chunk_elements, static_cast<unsigned>(es),
+  chunk_write::plan_chunks_kernel<<<chunks, chunk_write::kWriteThreads, 0, ws->stream()>>>(
+      pos32, val32, results, h.range_elements, h.chunk_elements, static_cast<unsigned>(es),
       o.allowed_modes, plans);
   WC_CUDA_LAUNCHED("plan_chunks_kernel", who);
   WC_CUDA_TRY(cudaMemcpyAsync(host, per_chunk, offsets_at, cudaMemcpyDeviceToHost, ws->stream()),
@@ -304,14 +267,17 @@ Result<EncodedDelta> encode_delta(const TensorRef& old_view, const TensorRef& ne
 
   uint8_t* payload_dev = nullptr;
   uint8_t* payload_host = nullptr;
-  ASSIGN_OR_RETURN(payload_dev, ws->buffer(Workspace::kPayload, payload + 1, who));
+  // Whole words: the writers OR bits into the 32-bit words that hold the payload's bytes.
+  const size_t payload_words = (payload + 4) / 4;
+  ASSIGN_OR_RETURN(payload_dev, ws->buffer(Workspace::kPayload, payload_words * 4, who));
   ASSIGN_OR_RETURN(payload_host, ws->buffer(Workspace::kPayloadHost, payload + 1, who));
+  WC_CUDA_TRY(cudaMemsetAsync(payload_dev, 0, payload_words * 4, ws->stream()), who);
   WC_CUDA_TRY(cudaMemcpyAsync(offsets, host_offsets, chunks * sizeof(uint64_t),
                               cudaMemcpyHostToDevice, ws->stream()),
               who);
-  write_chunks_kernel<<<chunks, kWriteThreads, 0, ws->stream()>>>(
+  chunk_write::write_chunks_kernel<<<chunks, chunk_write::kWriteThreads, 0, ws->stream()>>>(
       pos32, val32, new_b, plans, offsets, h.range_elements, h.chunk_elements,
-      static_cast<unsigned>(es), payload_dev);
+      static_cast<unsigned>(es), reinterpret_cast<uint32_t*>(payload_dev));
   WC_CUDA_LAUNCHED("write_chunks_kernel", who);
   if (payload > 0) {
     WC_CUDA_TRY(
