@@ -12,6 +12,8 @@
 //   apply     apply_delta of that record from host memory, base checksum computed on the GPU
 //             (tensor read + record read + changed elements written); also with the record
 //             already in device memory and the current checksum tracked
+//   host      the encoder's host share: the record's payload device to host (pinned) and
+//             assemble_delta_record framing it (copy, chunk table, XXH3 trailer)
 //   fp8       cuda_codec::quantize_fp8_blocks of the new tensor as a [N/8192, 8192] matrix
 //             (bf16 in, block-FP8 values and scales out to host memory: 2 + 1 bytes an element
 //             counted), next to a device-to-host copy of the values' N bytes (its floor: the
@@ -192,6 +194,28 @@ int main(int argc, char** argv) {
       !check(cudaMemcpy(dev_record, enc.record.data(), enc.record.size(), cudaMemcpyHostToDevice),
              "record upload"))
     return 1;
+  // The host's share of an encode: the record's payload back over PCIe (pinned, as the
+  // encoder's) and its framing (header, chunk table, copy, XXH3 trailer) into a new vector.
+  std::vector<uint32_t> chunk_sizes;
+  uint64_t payload_bytes = 0;
+  for (const auto& c : view->chunks) {
+    chunk_sizes.push_back(static_cast<uint32_t>(c.size()));
+    payload_bytes += c.size();
+  }
+  const std::span<const uint8_t> payload_span(enc.record.data() + view->payload_offset,
+                                              payload_bytes);
+  const double t_assemble = median_seconds(reps, nothing, [&] {
+    return weightcast::assemble_delta_record(enc.header, chunk_sizes, payload_span).size() ==
+           enc.record.size();
+  });
+  uint8_t* pinned_record = nullptr;
+  if (!check(cudaMallocHost(&pinned_record, enc.record.size()), "cudaMallocHost record"))
+    return 1;
+  const double t_record_d2h = median_seconds(reps, nothing, [&] {
+    return check(cudaMemcpy(pinned_record, dev_record, enc.record.size(), cudaMemcpyDeviceToHost),
+                 "record d2h");
+  });
+  cudaFreeHost(pinned_record);
   weightcast::ApplyOptions tracked;
   tracked.current_checksum = checksum_old;
   const double t_apply_device = median_seconds(reps, restore, [&] {
@@ -274,6 +298,8 @@ int main(int argc, char** argv) {
     std::printf("  \"%s_s\": %.6f,\n  \"%s_gbps\": %.1f,\n  \"%s_vs_copy\": %.3f,\n", r.name, r.t,
                 r.name, gbps(r.counted, r.t), r.name, gbps(r.counted, r.t) / copy_gbps);
   }
+  std::printf("  \"encode_host_assemble_s\": %.6f,\n  \"record_d2h_pinned_s\": %.6f,\n",
+              t_assemble, t_record_d2h);
   std::printf("  \"apply_time_vs_copy_time\": %.3f,\n", t_apply / t_copy);
   std::printf("  \"apply_device_record_time_vs_copy_time\": %.3f,\n", t_apply_device / t_copy);
   std::printf("  \"check_apply_equals_new\": %s,\n  \"check_apply_checksums\": %s,\n",

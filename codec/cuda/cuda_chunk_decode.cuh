@@ -11,8 +11,8 @@
 //  * Stream VByte: control bytes give each gap's byte count; a block scan gives data offsets,
 //    a second scan of gap + 1 gives the positions.
 //  * Bitmap: each thread pops the set bits of its bytes; a scan gives their ranks.
-//  * Rice: codes have no fixed boundaries. Each thread decodes its slice of the bit stream from
-//    a guessed boundary (its slice's first bit); then, round after round, a thread whose entry
+//  * Rice: codes have no fixed boundaries. Each thread decodes its slice of the bit stream (about
+//    32 codes) from a guessed boundary (its slice's first bit); then, round after round, a thread whose entry
 //    differs from where its left neighbour's parse left off decodes again from there. Entry 0
 //    is a true boundary, so after round t slice t is right; parses of a stream of Rice codes
 //    fall into step within a few codes, so two or three rounds are the usual count. Scans of
@@ -29,6 +29,7 @@ namespace {
 
 constexpr int kDecodeThreads = 256;
 constexpr uint32_t kNoBadCode = 0xFFFFFFFFu;
+constexpr uint32_t kCodesPerSlice = 32;
 
 // Up to 64 bits of the section at bit `x` (LSB first), `valid` of them real (0 at the end).
 struct Window {
@@ -47,15 +48,20 @@ __device__ inline Window window_at(const uint8_t* sec, uint64_t size_bytes, uint
   return {acc >> shift, loaded > shift ? loaded - shift : 0u};
 }
 
-// `bits` (<= 32) bits at bit `x`; the caller has checked they lie inside the section.
-__device__ inline uint32_t bits_at(const uint8_t* sec, uint64_t size_bytes, uint64_t x,
-                                   unsigned bits) {
+// `bits` (<= 32) bits at bit `x`, loading only the bytes that hold them; the caller has
+// checked they lie inside the section.
+__device__ inline uint32_t bits_at(const uint8_t* sec, uint64_t x, unsigned bits) {
   if (bits == 0) return 0;
-  return static_cast<uint32_t>(window_at(sec, size_bytes, x).bits) & hd::low_mask(bits);
+  const uint8_t* p = sec + (x >> 3);
+  const unsigned shift = static_cast<unsigned>(x & 7), bytes = (shift + bits + 7) / 8;
+  uint64_t acc = 0;
+  for (unsigned b = 0; b < bytes; ++b) acc |= static_cast<uint64_t>(p[b]) << (8 * b);
+  return static_cast<uint32_t>(acc >> shift) & hd::low_mask(bits);
 }
 
 // One Rice code at bit `x`: its gap and the bit after it; false where decode_positions would
-// fail on it (no terminating zero, a quotient past the chunk, remainder bits missing).
+// fail on it (no terminating zero, a quotient past the chunk, remainder bits missing). One
+// window holds the whole code unless its quotient is long.
 __device__ inline bool rice_code_at(const uint8_t* sec, uint64_t size_bytes, uint64_t x,
                                     unsigned k, uint32_t length, uint64_t* gap, uint64_t* next) {
   uint64_t q = 0;
@@ -67,16 +73,19 @@ __device__ inline bool rice_code_at(const uint8_t* sec, uint64_t size_bytes, uin
     if (ones < w.valid) {
       q += ones;
       x += ones + 1;
-      break;
+      if (q > length || x + k > size_bytes * 8) return false;
+      const unsigned used = ones + 1;
+      const uint64_t r = k == 0                 ? 0
+                         : used + k <= w.valid ? (w.bits >> used) & hd::low_mask(k)  // used < 64
+                                               : bits_at(sec, x, k);
+      *gap = (q << k) | r;
+      *next = x + k;
+      return true;
     }
     q += w.valid;
     x += w.valid;
     if (q > length) return false;
   }
-  if (q > length || x + k > size_bytes * 8) return false;
-  *gap = (q << k) | bits_at(sec, size_bytes, x, k);
-  *next = x + k;
-  return true;
 }
 
 struct RiceSlice {
@@ -120,19 +129,23 @@ struct Shared {
 // Rice positions; false hands the chunk to the sequential decoder.
 __device__ bool rice_positions(Shared& sh, const uint8_t* sec, uint32_t size, unsigned k,
                                uint32_t count, uint32_t length, uint32_t* positions) {
+  // Slices of about kCodesPerSlice codes: a parse from a guessed boundary falls into step with
+  // the true one within a few codes, so most slices are right after the first correction.
   const uint64_t total_bits = uint64_t{size} * 8;
-  const uint64_t slice = (total_bits + kDecodeThreads - 1) / kDecodeThreads;
-  const uint64_t start = slice * threadIdx.x, end = start + slice;
-  uint64_t entry = threadIdx.x == 0 ? 0 : start;
-  RiceSlice mine{};
-  bool dirty = true;
+  const uint32_t slices = max(1u, min(uint32_t{kDecodeThreads}, count / kCodesPerSlice));
+  const bool active = threadIdx.x < slices;
+  const uint64_t slice = (total_bits + slices - 1) / slices;
+  const uint64_t start = active ? slice * threadIdx.x : 0, end = active ? start + slice : 0;
+  uint64_t entry = start;  // slice 0 starts at the section's first bit: a true boundary
+  RiceSlice mine{entry, 0, 0, kNoBadCode};
+  bool dirty = active;
   for (int round = 0; round <= kDecodeThreads; ++round) {
     if (dirty) mine = rice_slice(sec, size, entry, end, k, length);
     sh.exits[threadIdx.x] = mine.exit;
     __syncthreads();
     const uint64_t want = threadIdx.x == 0 ? 0 : sh.exits[threadIdx.x - 1];
-    dirty = want != entry;
-    entry = want;
+    dirty = active && want != entry;
+    if (active) entry = want;
     if (!__syncthreads_or(dirty)) break;
   }
   if (__syncthreads_or(dirty)) return false;  // not settled (cannot happen within the bound)
@@ -241,13 +254,13 @@ __device__ bool block_values(const uint8_t* sec, uint64_t size, uint32_t count, 
   const uint8_t* idx = low + low_bytes;
   const uint8_t* high = idx + idx_bytes;
   for (uint32_t i = threadIdx.x; i < count; i += blockDim.x)
-    values[i] = bits_at(low, low_bytes, uint64_t{i} * bits, bits);
+    values[i] = bits_at(low, uint64_t{i} * bits, bits);
   __syncthreads();
   bool fail = false;
   for (uint32_t e = threadIdx.x; e < exceptions; e += blockDim.x) {
-    const uint32_t i = bits_at(idx, idx_bytes, uint64_t{e} * iw, iw);
-    const uint32_t before = e == 0 ? 0u : bits_at(idx, idx_bytes, uint64_t{e - 1} * iw, iw);
-    const uint32_t hi = bits_at(high, high_bytes, uint64_t{e} * (w - bits), w - bits);
+    const uint32_t i = bits_at(idx, uint64_t{e} * iw, iw);
+    const uint32_t before = e == 0 ? 0u : bits_at(idx, uint64_t{e - 1} * iw, iw);
+    const uint32_t hi = bits_at(high, uint64_t{e} * (w - bits), w - bits);
     fail = fail || i >= count || (e > 0 && i <= before) || hi == 0;
     if (!fail) values[i] |= hi << bits;  // indices are distinct once ascending
   }
