@@ -29,23 +29,6 @@ __device__ inline void add_block_total(unsigned long long acc, unsigned long lon
   if ((threadIdx.x & 31) == 0) atomicAdd(out, acc);
 }
 
-// checksum_fmix32(e ^ kChecksumSeed32) for an element of 1 or 2 bytes, two operations shorter:
-// (e ^ seed) >> 16 is seed >> 16 when e < 2^16, so the first xor-shift folds into a constant.
-// The checksum kernel is bound by these integer operations, not by memory, on an H200.
-__device__ inline uint32_t mix_narrow(uint32_t e) {
-  constexpr uint32_t kFolded = kChecksumSeed32 ^ (kChecksumSeed32 >> 16);
-  uint32_t h = (e ^ kFolded) * 0x85EBCA6Bu;
-  h ^= h >> 13;
-  h *= 0xC2B2AE35u;
-  return h ^ (h >> 16);
-}
-
-template <typename U>
-__device__ inline uint32_t mix_element(U e) {
-  if constexpr (sizeof(U) <= 2) return mix_narrow(static_cast<uint32_t>(e));
-  return checksum_fmix32(static_cast<uint32_t>(e) ^ kChecksumSeed32);
-}
-
 // (g + 1) .. (g + VEC) weights over the elements of one 16-byte vector.
 template <typename U>
 __device__ inline uint64_t vector_term(const uint4& v, uint64_t g) {
@@ -55,7 +38,7 @@ __device__ inline uint64_t vector_term(const uint4& v, uint64_t g) {
   uint64_t s = 0, w = 0;
 #pragma unroll
   for (int j = 0; j < kVec; ++j) {
-    const uint32_t m = mix_element<U>(e[j]);
+    const uint32_t m = checksum_fmix32(static_cast<uint32_t>(e[j]) ^ kChecksumSeed32);
     s += m;
     w += static_cast<uint64_t>(j + 1) * m;
   }

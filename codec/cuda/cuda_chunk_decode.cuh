@@ -30,6 +30,7 @@ namespace {
 constexpr int kDecodeThreads = 256;
 constexpr uint32_t kNoBadCode = 0xFFFFFFFFu;
 constexpr uint32_t kCodesPerSlice = 32;
+constexpr uint32_t kStageWords = 3072;  // Rice sections up to 12 KiB decode from shared memory
 
 // Up to 64 bits of the section at bit `x` (LSB first), `valid` of them real (0 at the end).
 struct Window {
@@ -59,25 +60,44 @@ __device__ inline uint32_t bits_at(const uint8_t* sec, uint64_t x, unsigned bits
   return static_cast<uint32_t>(acc >> shift) & hd::low_mask(bits);
 }
 
+// The Rice section: staged in shared memory as little-endian words (two zero words past its
+// end) when it fits there, else read from global memory a byte at a time.
+struct RiceSection {
+  const uint8_t* bytes;
+  const uint32_t* words;  // null when not staged
+  uint64_t size;          // bytes
+
+  __device__ Window window(uint64_t x) const {
+    if (words == nullptr) return window_at(bytes, size, x);
+    const uint64_t total = size * 8;
+    if (x >= total) return {0, 0u};
+    const uint64_t wi = x >> 5;
+    const unsigned shift = static_cast<unsigned>(x & 31);
+    uint64_t bits = (words[wi] | (static_cast<uint64_t>(words[wi + 1]) << 32)) >> shift;
+    if (shift != 0) bits |= static_cast<uint64_t>(words[wi + 2]) << (64 - shift);
+    return {bits, total - x < 64 ? static_cast<unsigned>(total - x) : 64u};
+  }
+};
+
 // One Rice code at bit `x`: its gap and the bit after it; false where decode_positions would
 // fail on it (no terminating zero, a quotient past the chunk, remainder bits missing). One
 // window holds the whole code unless its quotient is long.
-__device__ inline bool rice_code_at(const uint8_t* sec, uint64_t size_bytes, uint64_t x,
-                                    unsigned k, uint32_t length, uint64_t* gap, uint64_t* next) {
+__device__ inline bool rice_code_at(const RiceSection& sec, uint64_t x, unsigned k,
+                                    uint32_t length, uint64_t* gap, uint64_t* next) {
   uint64_t q = 0;
   for (;;) {
-    const Window w = window_at(sec, size_bytes, x);
+    const Window w = sec.window(x);
     if (w.valid == 0) return false;
     const uint64_t inverted = ~w.bits;
     const unsigned ones = inverted == 0 ? 64u : static_cast<unsigned>(__ffsll(inverted) - 1);
     if (ones < w.valid) {
       q += ones;
       x += ones + 1;
-      if (q > length || x + k > size_bytes * 8) return false;
+      if (q > length || x + k > sec.size * 8) return false;
       const unsigned used = ones + 1;
       const uint64_t r = k == 0                 ? 0
                          : used + k <= w.valid ? (w.bits >> used) & hd::low_mask(k)  // used < 64
-                                               : bits_at(sec, x, k);
+                                               : sec.window(x).bits & hd::low_mask(k);
       *gap = (q << k) | r;
       *next = x + k;
       return true;
@@ -96,13 +116,13 @@ struct RiceSlice {
 };
 
 // The codes that start in [entry, slice_end).
-__device__ inline RiceSlice rice_slice(const uint8_t* sec, uint64_t size_bytes, uint64_t entry,
-                                       uint64_t slice_end, unsigned k, uint32_t length) {
+__device__ inline RiceSlice rice_slice(const RiceSection& sec, uint64_t entry, uint64_t slice_end,
+                                       unsigned k, uint32_t length) {
   RiceSlice s{entry, 0, 0, kNoBadCode};
   uint64_t x = entry;
   while (x < slice_end) {
     uint64_t g = 0, next = 0;
-    if (!rice_code_at(sec, size_bytes, x, k, length, &g, &next)) {
+    if (!rice_code_at(sec, x, k, length, &g, &next)) {
       s.bad = s.codes;
       s.exit = ~uint64_t{0};  // nothing after a failed code is a boundary
       return s;
@@ -124,11 +144,24 @@ struct Shared {
     typename Scan64::TempStorage scan64;
   };
   unsigned long long exits[kDecodeThreads];
+  uint32_t stage[kStageWords + 2];  // a Rice section of up to kStageWords words, zero-padded
 };
 
 // Rice positions; false hands the chunk to the sequential decoder.
-__device__ bool rice_positions(Shared& sh, const uint8_t* sec, uint32_t size, unsigned k,
+__device__ bool rice_positions(Shared& sh, const uint8_t* bytes, uint32_t size, unsigned k,
                                uint32_t count, uint32_t length, uint32_t* positions) {
+  RiceSection sec{bytes, nullptr, size};
+  const uint32_t words = (size + 3) / 4;
+  if (words <= kStageWords) {
+    for (uint32_t i = threadIdx.x; i < words + 2; i += blockDim.x) {
+      uint32_t v = 0;
+      for (uint32_t b = 0; b < 4 && uint64_t{i} * 4 + b < size; ++b)
+        v |= uint32_t{bytes[uint64_t{i} * 4 + b]} << (8 * b);
+      sh.stage[i] = v;
+    }
+    __syncthreads();
+    sec.words = sh.stage;
+  }
   // Slices of about kCodesPerSlice codes: a parse from a guessed boundary falls into step with
   // the true one within a few codes, so most slices are right after the first correction.
   const uint64_t total_bits = uint64_t{size} * 8;
@@ -140,7 +173,7 @@ __device__ bool rice_positions(Shared& sh, const uint8_t* sec, uint32_t size, un
   RiceSlice mine{entry, 0, 0, kNoBadCode};
   bool dirty = active;
   for (int round = 0; round <= kDecodeThreads; ++round) {
-    if (dirty) mine = rice_slice(sec, size, entry, end, k, length);
+    if (dirty) mine = rice_slice(sec, entry, end, k, length);
     sh.exits[threadIdx.x] = mine.exit;
     __syncthreads();
     const uint64_t want = threadIdx.x == 0 ? 0 : sh.exits[threadIdx.x - 1];
@@ -160,7 +193,7 @@ __device__ bool rice_positions(Shared& sh, const uint8_t* sec, uint32_t size, un
     uint64_t x = entry, next_position = base;
     for (uint32_t i = 0; i < mine_count && !fail; ++i) {
       uint64_t g = 0, after = 0;
-      fail = !rice_code_at(sec, size, x, k, length, &g, &after);
+      fail = !rice_code_at(sec, x, k, length, &g, &after);
       const uint64_t p = next_position + g;
       fail = fail || p >= length;
       if (!fail) positions[first + i] = static_cast<uint32_t>(p);
