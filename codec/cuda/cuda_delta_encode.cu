@@ -46,38 +46,6 @@ __device__ inline U element(const uint4 (&v)[2], int j) {
   return e;
 }
 
-// The kSpan = 32 / sizeof(U) elements of old and new at chunk element e0 (fewer at the chunk's
-// end, none past it): how many are valid; the rest of ov/nv is zero.
-template <typename U>
-__device__ inline uint32_t load_tile(const uint8_t* old_bytes, const uint8_t* new_bytes,
-                                     uint64_t start, uint32_t e0, uint32_t length, bool aligned,
-                                     uint4 (&ov)[2], uint4 (&nv)[2]) {
-  constexpr int kSpan = 32 / sizeof(U);
-  ov[0] = ov[1] = nv[0] = nv[1] = make_uint4(0, 0, 0, 0);
-  if (e0 >= length) return 0;
-  const uint32_t valid = length - e0 < uint32_t{kSpan} ? length - e0 : uint32_t{kSpan};
-  const uint8_t* op = old_bytes + (start + e0) * sizeof(U);
-  const uint8_t* np = new_bytes + (start + e0) * sizeof(U);
-  if (aligned && valid == uint32_t{kSpan}) {
-    ov[0] = reinterpret_cast<const uint4*>(op)[0];
-    ov[1] = reinterpret_cast<const uint4*>(op)[1];
-    nv[0] = reinterpret_cast<const uint4*>(np)[0];
-    nv[1] = reinterpret_cast<const uint4*>(np)[1];
-    return valid;
-  }
-#pragma unroll
-  for (int j = 0; j < kSpan; ++j) {  // a chunk's tail or unaligned memory: constant bounds
-    if (static_cast<uint32_t>(j) < valid) {
-      U o, n;
-      memcpy(&o, op + j * sizeof(U), sizeof(U));
-      memcpy(&n, np + j * sizeof(U), sizeof(U));
-      memcpy(reinterpret_cast<uint8_t*>(ov) + j * sizeof(U), &o, sizeof(U));
-      memcpy(reinterpret_cast<uint8_t*>(nv) + j * sizeof(U), &n, sizeof(U));
-    }
-  }
-  return valid;
-}
-
 template <typename U>
 __global__ void scan_chunks_kernel(const uint8_t* old_bytes, const uint8_t* new_bytes,
                                    uint64_t range_elements, uint32_t chunk_elements,
@@ -103,17 +71,32 @@ __global__ void scan_chunks_kernel(const uint8_t* old_bytes, const uint8_t* new_
   __syncthreads();
 
   unsigned long long change_sum = 0, base_sum = 0;
-  constexpr uint32_t kTile = uint32_t{kScanThreads} * kSpan;
-  // The next tile's loads are issued before this tile's scan and barriers: two tiles of each
-  // thread in flight, so the block's memory traffic does not stop at every barrier.
-  uint4 ov[2], nv[2];
-  uint32_t valid = load_tile<U>(old_bytes, new_bytes, start, threadIdx.x * kSpan, length, aligned,
-                                ov, nv);
-  for (uint32_t t0 = 0; t0 < length; t0 += kTile) {
+  for (uint32_t t0 = 0; t0 < length; t0 += uint32_t{kScanThreads} * kSpan) {
     const uint32_t e0 = t0 + threadIdx.x * kSpan;
-    uint4 ov_next[2], nv_next[2];
-    const uint32_t valid_next =
-        load_tile<U>(old_bytes, new_bytes, start, e0 + kTile, length, aligned, ov_next, nv_next);
+    uint4 ov[2] = {}, nv[2] = {};
+    uint32_t valid = 0;
+    if (e0 < length) {
+      valid = length - e0 < uint32_t{kSpan} ? length - e0 : uint32_t{kSpan};
+      const uint8_t* op = old_bytes + (start + e0) * sizeof(U);
+      const uint8_t* np = new_bytes + (start + e0) * sizeof(U);
+      if (aligned && valid == uint32_t{kSpan}) {
+        ov[0] = reinterpret_cast<const uint4*>(op)[0];
+        ov[1] = reinterpret_cast<const uint4*>(op)[1];
+        nv[0] = reinterpret_cast<const uint4*>(np)[0];
+        nv[1] = reinterpret_cast<const uint4*>(np)[1];
+      } else {  // a chunk's tail or unaligned memory: element by element, constant bounds
+#pragma unroll
+        for (int j = 0; j < kSpan; ++j) {
+          if (static_cast<uint32_t>(j) < valid) {
+            U o, n;
+            memcpy(&o, op + j * sizeof(U), sizeof(U));
+            memcpy(&n, np + j * sizeof(U), sizeof(U));
+            memcpy(reinterpret_cast<uint8_t*>(ov) + j * sizeof(U), &o, sizeof(U));
+            memcpy(reinterpret_cast<uint8_t*>(nv) + j * sizeof(U), &n, sizeof(U));
+          }
+        }
+      }
+    }
     uint32_t mask = 0;
     uint64_t s = 0, wsum = 0;
 #pragma unroll
@@ -147,11 +130,6 @@ __global__ void scan_chunks_kernel(const uint8_t* old_bytes, const uint8_t* new_
     __syncthreads();  // every thread has read `running` and scan_tmp
     if (threadIdx.x == 0) running += tile_total;
     __syncthreads();
-    ov[0] = ov_next[0];
-    ov[1] = ov_next[1];
-    nv[0] = nv_next[0];
-    nv[1] = nv_next[1];
-    valid = valid_next;
   }
   const unsigned long long change_total = Reduce(reduce_tmp).Sum(change_sum);
   __syncthreads();
