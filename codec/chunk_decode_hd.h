@@ -1,5 +1,6 @@
 // Decoding and validating one delta chunk on raw pointers: the half of the chunk format that
-// the CUDA apply runs on the GPU, one thread per chunk. It accepts exactly what decode_chunk
+// the CUDA apply shares. Its block-wide decoder (codec/cuda/cuda_chunk_decode.cuh) runs this,
+// on one thread, for every chunk it cannot vouch for. It accepts exactly what decode_chunk
 // (delta_chunk.cc) accepts and yields the same positions and values; where decode_chunk
 // returns a message, this returns a code (chunk_decode_error_text turns it into words on the
 // host). tests/codec/chunk_codec_hd_test.cc checks both against each other on the CPU.

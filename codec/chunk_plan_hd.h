@@ -1,8 +1,10 @@
 // Sizing and writing one delta chunk from its changed positions and values, on raw pointers:
-// the half of the chunk format (FORMATS.md "chunk", delta_chunk.h) that the CUDA encoder runs
-// on the GPU, one thread per chunk. It makes the same choices as encode_chunk (delta_chunk.cc)
-// with the same arithmetic, so the bytes are identical; tests/codec/chunk_codec_hd_test.cc
-// checks that on the CPU against encode_chunk for every mode and adversarial inputs.
+// the half of the chunk format (FORMATS.md "chunk", delta_chunk.h) that the CUDA encoder shares.
+// It makes the same choices as encode_chunk (delta_chunk.cc) with the same arithmetic, so the
+// bytes are identical; tests/codec/chunk_codec_hd_test.cc checks that on the CPU against
+// encode_chunk for every mode and adversarial inputs. The GPU plans and writes each chunk with
+// a whole thread block (codec/cuda/cuda_chunk_write.cuh): the sums below reduced over the
+// block, the same plan_from_sizes decision, the same bits at scanned offsets.
 #pragma once
 
 #include <cstddef>
