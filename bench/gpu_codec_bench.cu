@@ -209,8 +209,7 @@ int main(int argc, char** argv) {
            enc.record.size();
   });
   uint8_t* pinned_record = nullptr;
-  if (!check(cudaMallocHost(&pinned_record, enc.record.size()), "cudaMallocHost record"))
-    return 1;
+  if (!check(cudaMallocHost(&pinned_record, enc.record.size()), "cudaMallocHost record")) return 1;
   const double t_record_d2h = median_seconds(reps, nothing, [&] {
     return check(cudaMemcpy(pinned_record, dev_record, enc.record.size(), cudaMemcpyDeviceToHost),
                  "record d2h");
@@ -250,14 +249,18 @@ int main(int argc, char** argv) {
   std::vector<float> fp8_scale(fp8_blocks);
   bool fp8_ok = fp8_rows > 0;
   const double t_fp8 = !fp8_ok ? -1 : median_seconds(reps, nothing, [&] {
-    const weightcast::Status s = weightcast::cuda_codec::quantize_fp8_blocks(fp8_in, fp8_q, fp8_scale);
+    const weightcast::Status s =
+        weightcast::cuda_codec::quantize_fp8_blocks(fp8_in, fp8_q, fp8_scale);
     if (!s.ok()) std::fprintf(stderr, "fp8: %s\n", s.message().c_str());
     return s.ok();
   });
   const double t_d2h = median_seconds(reps, nothing, [&] {
-    return check(cudaMemcpy(fp8_q.data() , new_w, std::min<uint64_t>(fp8_elements, bytes), cudaMemcpyDeviceToHost), "d2h copy");
+    return check(cudaMemcpy(fp8_q.data(), new_w, std::min<uint64_t>(fp8_elements, bytes),
+                            cudaMemcpyDeviceToHost),
+                 "d2h copy");
   });
-  if (fp8_ok && t_fp8 > 0) {  // the D2H copy above overwrote the values: quantise again, then compare
+  if (fp8_ok &&
+      t_fp8 > 0) {  // the D2H copy above overwrote the values: quantise again, then compare
     const int64_t check_rows = std::min<int64_t>(fp8_rows, 256);
     fp8_ok = weightcast::cuda_codec::quantize_fp8_blocks(fp8_in, fp8_q, fp8_scale).ok();
     TensorRef host_in{"new (fp8, host)", DType::kBF16, {check_rows, fp8_cols}, {}, 0, want.data()};
@@ -298,8 +301,8 @@ int main(int argc, char** argv) {
     std::printf("  \"%s_s\": %.6f,\n  \"%s_gbps\": %.1f,\n  \"%s_vs_copy\": %.3f,\n", r.name, r.t,
                 r.name, gbps(r.counted, r.t), r.name, gbps(r.counted, r.t) / copy_gbps);
   }
-  std::printf("  \"encode_host_assemble_s\": %.6f,\n  \"record_d2h_pinned_s\": %.6f,\n",
-              t_assemble, t_record_d2h);
+  std::printf("  \"encode_host_assemble_s\": %.6f,\n  \"record_d2h_pinned_s\": %.6f,\n", t_assemble,
+              t_record_d2h);
   std::printf("  \"apply_time_vs_copy_time\": %.3f,\n", t_apply / t_copy);
   std::printf("  \"apply_device_record_time_vs_copy_time\": %.3f,\n", t_apply_device / t_copy);
   std::printf("  \"check_apply_equals_new\": %s,\n  \"check_apply_checksums\": %s,\n",

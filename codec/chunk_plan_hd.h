@@ -183,9 +183,8 @@ WC_HD inline ChunkPlan plan_from_sizes(const ChunkSizes& z, uint32_t n, uint32_t
   ChunkPlan plan;
   plan.changed = n;
   if (n == 0) return plan;
-  const uint64_t svb_bytes = streamvbyte_cannot_win(allowed_modes, z.rice_bytes, n)
-                                 ? (~uint64_t{0}) / 4
-                                 : z.svb_bytes;
+  const uint64_t svb_bytes =
+      streamvbyte_cannot_win(allowed_modes, z.rice_bytes, n) ? (~uint64_t{0}) / 4 : z.svb_bytes;
   struct Candidate {
     ChunkMode mode;
     uint32_t mask;

@@ -66,7 +66,8 @@ __global__ void decode_chunks_kernel(const uint8_t* payload, const ChunkJob* job
 
 Status launch_decode(const uint8_t* payload, const ChunkJob* jobs, uint32_t n_jobs, size_t es,
                      uint32_t* positions, uint32_t* values, JobResult* results,
-                     unsigned long long* decode_error, const Workspace& ws, const std::string& who) {
+                     unsigned long long* decode_error, const Workspace& ws,
+                     const std::string& who) {
   if (n_jobs == 0) return ok_status();
   decode_chunks_kernel<<<n_jobs, chunk_decode::kDecodeThreads, 0, ws.stream()>>>(
       payload, jobs, static_cast<unsigned>(es), positions, values, results, decode_error);

@@ -12,10 +12,10 @@
 //    a second scan of gap + 1 gives the positions.
 //  * Bitmap: each thread pops the set bits of its bytes; a scan gives their ranks.
 //  * Rice: codes have no fixed boundaries. Each thread decodes its slice of the bit stream (about
-//    32 codes) from a guessed boundary (its slice's first bit); then, round after round, a thread whose entry
-//    differs from where its left neighbour's parse left off decodes again from there. Entry 0
-//    is a true boundary, so after round t slice t is right; parses of a stream of Rice codes
-//    fall into step within a few codes, so two or three rounds are the usual count. Scans of
+//    32 codes) from a guessed boundary (its slice's first bit); then, round after round, a thread
+//    whose entry differs from where its left neighbour's parse left off decodes again from there.
+//    Entry 0 is a true boundary, so after round t slice t is right; parses of a stream of Rice
+//    codes fall into step within a few codes, so two or three rounds are the usual count. Scans of
 //    the code counts and gap sums then place each slice's codes.
 //  * Values: fixed-width low bits, exception indices and high bits, each at a computed offset.
 #pragma once
@@ -82,8 +82,8 @@ struct RiceSection {
 // One Rice code at bit `x`: its gap and the bit after it; false where decode_positions would
 // fail on it (no terminating zero, a quotient past the chunk, remainder bits missing). One
 // window holds the whole code unless its quotient is long.
-__device__ inline bool rice_code_at(const RiceSection& sec, uint64_t x, unsigned k,
-                                    uint32_t length, uint64_t* gap, uint64_t* next) {
+__device__ inline bool rice_code_at(const RiceSection& sec, uint64_t x, unsigned k, uint32_t length,
+                                    uint64_t* gap, uint64_t* next) {
   uint64_t q = 0;
   for (;;) {
     const Window w = sec.window(x);
@@ -95,7 +95,7 @@ __device__ inline bool rice_code_at(const RiceSection& sec, uint64_t x, unsigned
       x += ones + 1;
       if (q > length || x + k > sec.size * 8) return false;
       const unsigned used = ones + 1;
-      const uint64_t r = k == 0                 ? 0
+      const uint64_t r = k == 0                ? 0
                          : used + k <= w.valid ? (w.bits >> used) & hd::low_mask(k)  // used < 64
                                                : sec.window(x).bits & hd::low_mask(k);
       *gap = (q << k) | r;
@@ -207,8 +207,8 @@ __device__ bool rice_positions(Shared& sh, const uint8_t* bytes, uint32_t size, 
 }
 
 // Stream VByte positions; false hands the chunk to the sequential decoder.
-__device__ bool streamvbyte_positions(Shared& sh, const uint8_t* sec, uint32_t size,
-                                      uint32_t count, uint32_t length, uint32_t* positions) {
+__device__ bool streamvbyte_positions(Shared& sh, const uint8_t* sec, uint32_t size, uint32_t count,
+                                      uint32_t length, uint32_t* positions) {
   const uint32_t control = (count + 3) / 4;
   if (size < control) return false;
   const uint8_t* data = sec + control;
@@ -341,8 +341,8 @@ __device__ hd::ChunkDecodeError block_decode_chunk(const uint8_t* bytes, uint64_
   __shared__ uint8_t sequential;
   if (threadIdx.x == 0) {
     hd::ChunkHead again;
-    sequential = hd::decode_chunk_hd(bytes, size, length, elem_size, length, positions, values,
-                                     &again);
+    sequential =
+        hd::decode_chunk_hd(bytes, size, length, elem_size, length, positions, values, &again);
   }
   __syncthreads();
   return static_cast<hd::ChunkDecodeError>(sequential);

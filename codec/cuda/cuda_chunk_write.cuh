@@ -89,8 +89,8 @@ __device__ void write_raw(uint32_t* words, uint64_t at, const uint8_t* src, uint
     put_bits(words, b * 8, src[b - at], 8);  // bytes before the first whole word
   for (uint64_t w = first_word + threadIdx.x; w < end_word; w += blockDim.x) {
     const uint8_t* s = src + (w * 4 - at);
-    words[w] = uint32_t{s[0]} | (uint32_t{s[1]} << 8) | (uint32_t{s[2]} << 16) |
-               (uint32_t{s[3]} << 24);
+    words[w] =
+        uint32_t{s[0]} | (uint32_t{s[1]} << 8) | (uint32_t{s[2]} << 16) | (uint32_t{s[3]} << 24);
   }
   for (uint64_t b = max(end_word, first_word) * 4 + threadIdx.x; b < at + bytes; b += blockDim.x)
     put_bits(words, b * 8, src[b - at], 8);  // bytes after the last whole word
@@ -100,8 +100,7 @@ __device__ void write_raw(uint32_t* words, uint64_t at, const uint8_t* src, uint
 __global__ void write_chunks_kernel(const uint32_t* positions, const uint32_t* values,
                                     const uint8_t* new_bytes, const hd::ChunkPlan* plans,
                                     const uint64_t* offsets, uint64_t range_elements,
-                                    uint32_t chunk_elements, unsigned elem_size,
-                                    uint32_t* words) {
+                                    uint32_t chunk_elements, unsigned elem_size, uint32_t* words) {
   __shared__ typename Scan32::TempStorage scan;
   const uint32_t c = blockIdx.x;
   const hd::ChunkPlan plan = plans[c];
@@ -111,8 +110,8 @@ __global__ void write_chunks_kernel(const uint32_t* positions, const uint32_t* v
   const uint32_t length = left < chunk_elements ? static_cast<uint32_t>(left) : chunk_elements;
   const uint64_t at = offsets[c];
   if (threadIdx.x == 0) {  // the 12-byte header as three little-endian words
-    const uint32_t w0 = uint32_t{plan.mode} | (uint32_t{plan.value_bits} << 8) |
-                        (uint32_t{plan.rice_k} << 16);
+    const uint32_t w0 =
+        uint32_t{plan.mode} | (uint32_t{plan.value_bits} << 8) | (uint32_t{plan.rice_k} << 16);
     put_bits(words, at * 8, w0, 32);
     put_bits(words, at * 8 + 32, plan.changed, 32);
     put_bits(words, at * 8 + 64, plan.positions_bytes, 32);

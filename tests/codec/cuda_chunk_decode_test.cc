@@ -46,8 +46,8 @@ void expect_same_verdict(const std::vector<uint8_t>& record, const std::vector<u
   ASSERT_TRUE(view.ok()) << what << ": " << view.status().message();
   std::vector<uint8_t> cpu_dest = base;
   const size_t es = dtype_size(dtype);
-  TensorRef cpu_ref = TensorRef::contiguous("w", dtype, cpu_dest.data(),
-                                            static_cast<int64_t>(base.size() / es));
+  TensorRef cpu_ref =
+      TensorRef::contiguous("w", dtype, cpu_dest.data(), static_cast<int64_t>(base.size() / es));
   auto cpu = apply_delta(*view, cpu_ref);
   DeviceBuffer dev(base);
   auto gpu = apply_delta(*view, dev.view(dtype));
@@ -124,7 +124,9 @@ TEST(CudaChunkDecode, CorruptChunkBytesGetTheCpusVerdict) {
   EXPECT_GT(refused, trials / 4) << refused << " of " << trials << " corrupt records refused";
 }
 #else
-TEST(CudaChunkDecode, SkippedWithoutCuda) { GTEST_SKIP() << "built without the CUDA toolkit"; }
+TEST(CudaChunkDecode, SkippedWithoutCuda) {
+  GTEST_SKIP() << "built without the CUDA toolkit";
+}
 #endif
 
 }  // namespace
