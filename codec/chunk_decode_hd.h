@@ -177,17 +177,36 @@ WC_HD inline ChunkDecodeError decode_positions(const ChunkHead& h, const uint8_t
   }
 }
 
-WC_HD inline ChunkDecodeError decode_values(const uint8_t* sec, uint64_t size, uint32_t count,
-                                            unsigned bits, unsigned w, uint32_t* values) {
+// The values section's layout (value_packing.h): exception count, then the low bits, the
+// exception indices and the high bits, each padded to a byte; checked against `size`.
+struct ValuesLayout {
+  uint32_t exceptions = 0;
+  unsigned iw = 0;  // bits of an exception index
+  uint64_t low_bytes = 0, idx_bytes = 0, high_bytes = 0;
+};
+
+WC_HD inline ChunkDecodeError values_layout(const uint8_t* sec, uint64_t size, uint32_t count,
+                                            unsigned bits, unsigned w, ValuesLayout* out) {
   if (bits > w) return kValuesWidthTooLarge;
   if (size < 4) return kValuesNoExceptionCount;
-  const uint32_t exceptions = load_le32(sec);
-  if (exceptions > count || (bits == w && exceptions != 0)) return kValuesExceptionCount;
-  const unsigned iw = index_bits(count);
-  const uint64_t low_bytes = (uint64_t{count} * bits + 7) / 8;
-  const uint64_t idx_bytes = (uint64_t{exceptions} * iw + 7) / 8;
-  const uint64_t high_bytes = (uint64_t{exceptions} * (w - bits) + 7) / 8;
-  if (size - 4 != low_bytes + idx_bytes + high_bytes) return kValuesSizeMismatch;
+  ValuesLayout& v = *out;
+  v.exceptions = load_le32(sec);
+  if (v.exceptions > count || (bits == w && v.exceptions != 0)) return kValuesExceptionCount;
+  v.iw = index_bits(count);
+  v.low_bytes = (uint64_t{count} * bits + 7) / 8;
+  v.idx_bytes = (uint64_t{v.exceptions} * v.iw + 7) / 8;
+  v.high_bytes = (uint64_t{v.exceptions} * (w - bits) + 7) / 8;
+  return size - 4 == v.low_bytes + v.idx_bytes + v.high_bytes ? kDecodeOk : kValuesSizeMismatch;
+}
+
+WC_HD inline ChunkDecodeError decode_values(const uint8_t* sec, uint64_t size, uint32_t count,
+                                            unsigned bits, unsigned w, uint32_t* values) {
+  ValuesLayout v;
+  const ChunkDecodeError laid_out = values_layout(sec, size, count, bits, w, &v);
+  if (laid_out != kDecodeOk) return laid_out;
+  const uint32_t exceptions = v.exceptions;
+  const unsigned iw = v.iw;
+  const uint64_t low_bytes = v.low_bytes, idx_bytes = v.idx_bytes, high_bytes = v.high_bytes;
   const uint8_t* base = sec + 4;
   BitSource low(base, low_bytes);
   for (uint32_t i = 0; i < count; ++i) values[i] = low.get(bits);

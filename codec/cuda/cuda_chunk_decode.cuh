@@ -275,17 +275,13 @@ __device__ bool bitmap_positions(Shared& sh, const uint8_t* sec, uint32_t size, 
 // The values section (hd::decode_values); false hands the chunk to the sequential decoder.
 __device__ bool block_values(const uint8_t* sec, uint64_t size, uint32_t count, unsigned bits,
                              unsigned w, uint32_t* values) {
-  if (bits > w || size < 4) return false;
-  const uint32_t exceptions = hd::load_le32(sec);
-  if (exceptions > count || (bits == w && exceptions != 0)) return false;
-  const unsigned iw = index_bits(count);
-  const uint64_t low_bytes = (uint64_t{count} * bits + 7) / 8;
-  const uint64_t idx_bytes = (uint64_t{exceptions} * iw + 7) / 8;
-  const uint64_t high_bytes = (uint64_t{exceptions} * (w - bits) + 7) / 8;
-  if (size - 4 != low_bytes + idx_bytes + high_bytes) return false;
+  hd::ValuesLayout v;
+  if (hd::values_layout(sec, size, count, bits, w, &v) != hd::kDecodeOk) return false;
+  const uint32_t exceptions = v.exceptions;
+  const unsigned iw = v.iw;
   const uint8_t* low = sec + 4;
-  const uint8_t* idx = low + low_bytes;
-  const uint8_t* high = idx + idx_bytes;
+  const uint8_t* idx = low + v.low_bytes;
+  const uint8_t* high = idx + v.idx_bytes;
   for (uint32_t i = threadIdx.x; i < count; i += blockDim.x)
     values[i] = bits_at(low, uint64_t{i} * bits, bits);
   __syncthreads();

@@ -5,13 +5,11 @@
 // destination unchanged on refusal. Skipped, saying why, without a usable GPU
 // (tests/gpu/run.sh runs it).
 #include <gtest/gtest.h>
-#include <xxhash.h>
 
 #include <random>
 #include <string>
 #include <vector>
 
-#include "codec/byte_io.h"
 #include "codec/cuda_codec.h"
 #include "tests/codec/cuda_test_util.h"
 #include "tests/codec/test_data.h"
@@ -24,18 +22,12 @@ using testing::DeviceBuffer;
 using testing::perturb;
 using testing::random_bytes;
 
-EncodeOptions options(DType dtype, uint32_t chunk, uint32_t modes) {
-  EncodeOptions o;
-  o.name = "w";
-  o.dtype = dtype;
-  o.chunk_elements = chunk;
-  o.allowed_modes = modes;
-  return o;
-}
+using testing::reseal;
 
-void reseal(std::vector<uint8_t>* record) {
-  const size_t body = record->size() - kDeltaTrailerBytes;
-  store_le<uint64_t>(record->data() + body, XXH3_64bits(record->data(), body));
+EncodeOptions options(DType dtype, uint32_t chunk, uint32_t modes) {
+  EncodeOptions o = testing::encode_options(dtype, chunk, modes);
+  o.range_offset = 0;  // the destination is the whole tensor
+  return o;
 }
 
 // Applies `record` to `base` on the CPU and on the GPU: same verdict, same status code, same

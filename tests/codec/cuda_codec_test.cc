@@ -24,16 +24,7 @@ using testing::perturb;
 using testing::random_bytes;
 
 EncodeOptions options_for(DType dtype, uint32_t chunk, uint32_t modes) {
-  EncodeOptions o;
-  o.name = "w";
-  o.dtype = dtype;
-  o.chunk_elements = chunk;
-  o.allowed_modes = modes;
-  o.base_version = 4;
-  o.target_version = 5;
-  o.range_offset = 1000;
-  o.tensor_elements = 0;
-  return o;
+  return testing::encode_options(dtype, chunk, modes);
 }
 
 #if WEIGHTCAST_HAVE_CUDA
@@ -231,10 +222,7 @@ TEST(CudaCodec, ApplyIntoAStridedSliceAndIntoAShardEqualsTheCpu) {
 constexpr size_t kTargetChecksumOffset = 64;
 constexpr size_t kRangeOffsetOffset = 24;
 
-void reseal(std::vector<uint8_t>* record) {
-  const size_t body = record->size() - kDeltaTrailerBytes;
-  store_le<uint64_t>(record->data() + body, XXH3_64bits(record->data(), body));
-}
+using testing::reseal;
 
 TEST(CudaCodec, DoubleAppliedShiftedCorruptAndWrongTargetDeltasLeaveMemoryUnchanged) {
   SKIP_WITHOUT_GPU();

@@ -1,5 +1,5 @@
-// What the codec's CUDA tests share: a skip that says why when no GPU is usable, and device
-// memory holding a copy of host bytes.
+// What the codec's CUDA tests share: a skip that says why when no GPU is usable, device memory
+// holding a copy of host bytes, encode options and the resealing of an edited record.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,7 +8,11 @@
 #include <string>
 #include <vector>
 
+#include <xxhash.h>
+
+#include "codec/byte_io.h"
 #include "codec/cuda_codec.h"
+#include "codec/delta_encoder.h"
 #include "codec/tensor_ref.h"
 #include "weightcast/config.h"
 
@@ -23,6 +27,26 @@
   } while (0)
 
 namespace weightcast::testing {
+
+// Options of a record covering global elements from 1000 on, version 4 to 5.
+inline EncodeOptions encode_options(DType dtype, uint32_t chunk, uint32_t modes) {
+  EncodeOptions o;
+  o.name = "w";
+  o.dtype = dtype;
+  o.chunk_elements = chunk;
+  o.allowed_modes = modes;
+  o.base_version = 4;
+  o.target_version = 5;
+  o.range_offset = 1000;
+  o.tensor_elements = 0;
+  return o;
+}
+
+// A new XXH3 trailer for a record whose bytes a test edited, so only deeper checks see the edit.
+inline void reseal(std::vector<uint8_t>* record) {
+  const size_t body = record->size() - kDeltaTrailerBytes;
+  store_le<uint64_t>(record->data() + body, XXH3_64bits(record->data(), body));
+}
 
 #if WEIGHTCAST_HAVE_CUDA
 // Device memory holding a copy of `bytes` (plus `pad` bytes before, to test unaligned views).
