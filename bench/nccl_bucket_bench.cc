@@ -2,9 +2,10 @@
 //
 //   nccl_bucket_bench [--bytes N] [--bucket-bytes B] [--repetitions R] [--help]
 //
-// Two ranks on the one GPU (threads of this process) when the NCCL there accepts that, else
-// one rank (then a broadcast moves nothing between ranks and only the schedule's own copies
-// are measured; the JSON says which). Times (median of R, after one warm-up):
+// Two ranks (threads of this process): on GPUs 0 and 1 where the machine has two, else both on
+// GPU 0 when the NCCL there accepts that, else one rank (then a broadcast moves nothing between
+// ranks and only the schedule's own copies are measured; the JSON says which). Times (median of R,
+// after one warm-up):
 //   bare      for each bucket of the schedule, one ncclBroadcast of that many bytes from one
 //             buffer (what a framework's bucketed broadcast does)
 //   schedule  BucketBroadcaster::run over the same parts: gather on the root, broadcast,
@@ -77,12 +78,16 @@ int main(int argc, char** argv) {
   auto id = NcclCommunicator::make_id();
   if (!id.ok()) return std::fprintf(stderr, "%s\n", id.status().message().c_str()), 1;
 
-  // Two ranks if NCCL takes them on one GPU, else one.
+  // Two ranks: rank r on GPU r where there are two, else both on GPU 0 if NCCL takes that.
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
+  const auto device_of = [&](int r) { return gpus >= 2 ? r : 0; };
   int ranks = 2;
   std::vector<RankState> st(2);
   {
     Result<std::unique_ptr<NcclCommunicator>> c1 = internal_error("unset");
-    std::thread t([&] { c1 = NcclCommunicator::join(*id, 2, 1, 0, std::chrono::seconds(20)); });
+    std::thread t(
+        [&] { c1 = NcclCommunicator::join(*id, 2, 1, device_of(1), std::chrono::seconds(20)); });
     auto c0 = NcclCommunicator::join(*id, 2, 0, 0, std::chrono::seconds(20));
     t.join();
     if (c0.ok() && c1.ok()) {
@@ -90,7 +95,8 @@ int main(int argc, char** argv) {
       st[1].comm = std::move(*c1);
     } else {
       ranks = 1;
-      std::fprintf(stderr, "two ranks on one GPU refused (%s); measuring one rank\n",
+      std::fprintf(stderr, "two ranks on %s refused (%s); measuring one rank\n",
+                   gpus >= 2 ? "two GPUs" : "one GPU",
                    (c0.ok() ? c1 : c0).status().message().c_str());
       auto id1 = NcclCommunicator::make_id();
       auto c = id1.ok() ? NcclCommunicator::join(*id1, 1, 0, 0, std::chrono::seconds(20))
@@ -110,7 +116,7 @@ int main(int argc, char** argv) {
   auto schedule = plan_broadcasts(parts, so);
   if (!schedule.ok()) return std::fprintf(stderr, "%s\n", schedule.status().message().c_str()), 1;
   for (int r = 0; r < ranks; ++r) {
-    cudaSetDevice(0);
+    cudaSetDevice(device_of(r));
     if (cudaMalloc(&st[r].parts, bytes) != cudaSuccess ||
         cudaMalloc(&st[r].received, bytes) != cudaSuccess ||
         cudaMalloc(&st[r].bare, bucket) != cudaSuccess ||
@@ -129,7 +135,7 @@ int main(int argc, char** argv) {
     std::vector<std::thread> threads;
     for (int r = 0; r < ranks; ++r) {
       threads.emplace_back([&, r] {
-        cudaSetDevice(0);
+        cudaSetDevice(device_of(r));
         const auto a = Clock::now();
         s[r] = fn(r);
         took[r] = std::chrono::duration<double>(Clock::now() - a).count();
@@ -178,12 +184,15 @@ int main(int argc, char** argv) {
   std::printf("  \"bucket_bytes\": %llu,\n  \"buckets\": %zu,\n  \"parts\": %zu,\n",
               static_cast<unsigned long long>(bucket), schedule->buckets.size(), parts.size());
   std::printf("  \"bare_broadcast_s\": %.6f,\n  \"schedule_s\": %.6f,\n", bare_s, sched_s);
-  std::printf("  \"bare_over_schedule\": %.3f,\n", bare_s / sched_s);
+  std::printf("  \"bare_over_schedule\": %.3f,\n  \"gpus\": %d,\n", bare_s / sched_s, gpus);
   std::printf("  \"note\": \"%s\"\n}\n",
-              ranks == 2 ? "two ranks on one GPU: broadcasts move bytes between two buffers of one "
-                           "device; NVLink/IB fabrics are not measured"
-                         : "one rank: a broadcast moves nothing; the ratio only shows the "
-                           "schedule's own copies, not fabric overhead");
+              ranks == 2 && gpus >= 2
+                  ? "two ranks on two GPUs of one machine: broadcasts cross between them; "
+                    "no network fabric is measured"
+              : ranks == 2 ? "two ranks on one GPU: broadcasts move bytes between two buffers of "
+                             "one device; NVLink/IB fabrics are not measured"
+                           : "one rank: a broadcast moves nothing; the ratio only shows the "
+                             "schedule's own copies, not fabric overhead");
   for (int r = 0; r < ranks; ++r) {
     st[r].caster.reset();
     cudaFree(st[r].parts);
