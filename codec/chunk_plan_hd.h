@@ -4,7 +4,10 @@
 // bytes are identical; tests/codec/chunk_codec_hd_test.cc checks that on the CPU against
 // encode_chunk for every mode and adversarial inputs. The GPU plans and writes each chunk with
 // a whole thread block (codec/cuda/cuda_chunk_write.cuh): the sums below reduced over the
-// block, the same plan_from_sizes decision, the same bits at scanned offsets.
+// block, the same plan_from_sizes decision, the same bits at scanned offsets. The writers
+// below (write_chunk and its sections) no longer run on the GPU: they are the one-thread
+// statement of the bit layout that the block writer and encode_chunk must both produce, checked
+// against encode_chunk by tests/codec/chunk_codec_hd_test.cc.
 #pragma once
 
 #include <cstddef>

@@ -73,9 +73,7 @@ __global__ void plan_chunks_kernel(const uint32_t* positions, const uint32_t* va
   }
   if (threadIdx.x != 0) return;
   hd::ChunkSizes z;
-  uint32_t h[33];
-  for (int b = 0; b < 33; ++b) h[b] = hist[b];
-  hd::choose_values(h, n, elem_size * 8, &z.value_bits, &z.exceptions, &z.values_bytes);
+  hd::choose_values(hist, n, elem_size * 8, &z.value_bits, &z.exceptions, &z.values_bytes);
   const uint64_t q[3] = {sums[0], sums[1], sums[2]};
   hd::choose_rice(q, lo, n, &z.rice_k, &z.rice_bytes);
   z.svb_bytes = (uint64_t{n} + 3) / 4 + sums[3];
