@@ -23,6 +23,9 @@ packages=(
   libyaml-cpp-dev libspdlog-dev     # group config, weightcastd logs
   libtorch-dev                      # the libtorch trainer/engine examples (TensorRef adapter)
   libucx-dev ucx-utils              # the UCX transport; ucx_perftest for its benchmark
+  iproute2 nftables                 # ip netns/link, tc and nft: the multi-host test bed (tests/multihost)
+  slurm-wlm munge                   # a one-node Slurm the Slurm launcher's test starts (deploy/slurm)
+  systemd                           # systemd-analyze verify of the unit template (deploy/systemd)
 )
 
 if [[ "${1:-}" == "--print" ]]; then

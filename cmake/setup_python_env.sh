@@ -5,14 +5,16 @@
 # too old: `safetensors` (interop tests), `nanobind` (the extension module python/; CMake finds
 # it through this interpreter, docs/DECISIONS.md "The Python package") and `pytest`
 # (tests/python/) and `ml_dtypes` (the FP8 quantiser's reference, tests/codec/fp8_reference.py;
-# 0.5 works with Debian's numpy 1.24). Idempotent: an environment that has them all is left alone, one that
+# 0.5 works with Debian's numpy 1.24) and `kubernetes-validate` (deploy/kubernetes's manifests
+# checked against the Kubernetes API schemas, tests/deploy/kubernetes). Idempotent: an environment that has them all is left alone, one that
 # lacks some gets only those.
 #   cmake/setup_python_env.sh VENV_DIR
 set -euo pipefail
 venv=${1:?usage: setup_python_env.sh VENV_DIR}
 # PyPI requirement and import name of each package the environment needs.
-requirements=("safetensors" "nanobind>=2.4,<4" "pytest>=7" "ml_dtypes>=0.3,<0.6")
-modules=(safetensors nanobind pytest ml_dtypes)
+requirements=("safetensors" "nanobind>=2.4,<4" "pytest>=7" "ml_dtypes>=0.3,<0.6"
+  "kubernetes-validate>=1.28")
+modules=(safetensors nanobind pytest ml_dtypes kubernetes_validate)
 
 if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
   echo "setup_python_env: /usr/bin/python3 cannot import torch (apt-get install python3-torch)" >&2

@@ -1,5 +1,6 @@
 #include "src/control/coordinator.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <utility>
 
@@ -111,16 +112,44 @@ Status Coordinator::poll_journal() {
     return ok_status();
   }
   if (now - unoffered_since_ < options_.offer_grace) return ok_status();
+  // Every version published since the last one offered, in order: a publisher cut off from
+  // the coordinator may have published several (up to max_in_flight) into the journal, and
+  // each must be committed or refused on its own, not skipped by the newest.
+  RETURN_IF_ERROR(offer_versions_before(head.version(), head.journal_id()));
+  return offer_from_manifest(head.version(), *manifest, head.journal_id());
+}
+
+Status Coordinator::offer_versions_before(uint64_t version, const std::string& journal_id) {
+  if (!state_.head() || version <= *state_.head() + 1) return ok_status();
+  // A publisher publishes at most max_in_flight versions ahead of the last commit; a wider
+  // gap is not one this rule fills (the subscribers' catch-up still crosses it).
+  const uint64_t gap = version - *state_.head() - 1;
+  if (gap > std::max<uint64_t>(config_.max_in_flight(), 1)) return ok_status();
+  const JournalLayout layout(config_.journal_root());
+  for (uint64_t v = *state_.head() + 1; v < version; ++v) {
+    auto manifest = read_manifest_file(layout.manifest(v));
+    if (!manifest.ok()) continue;  // pruned since, or never written: nothing to offer
+    RETURN_IF_ERROR(offer_from_manifest(v, *manifest, journal_id));
+  }
+  return ok_status();
+}
+
+Status Coordinator::offer_from_manifest(uint64_t version, const proto::StepManifest& manifest,
+                                        const std::string& journal_id) {
   if (options_.log) {
-    options_.log("coordinator: version " + std::to_string(head.version()) +
+    options_.log("coordinator: version " + std::to_string(version) +
                  " is in the journal but was never offered; offering it from its manifest");
   }
   proto::Offer offer;
-  offer.set_version(head.version());
-  offer.set_anchor(manifest->kind() == proto::STEP_ANCHOR);
-  for (auto& c : checksums) *offer.add_checksums() = std::move(c);
-  offer.set_journal_id(head.journal_id());
-  return send_all(state_.on_offer(offer, now));
+  offer.set_version(version);
+  offer.set_anchor(manifest.kind() == proto::STEP_ANCHOR);
+  for (const auto& t : manifest.tensors()) {
+    proto::TensorChecksum* c = offer.add_checksums();
+    c->set_name(t.name());
+    c->set_checksum(t.checksum());
+  }
+  offer.set_journal_id(journal_id);
+  return send_all(state_.on_offer(offer, CoordinatorClock::now()));
 }
 
 Status Coordinator::send_all(std::vector<OutgoingMessage> out) {
@@ -166,6 +195,12 @@ Status Coordinator::step(std::chrono::milliseconds wait) {
     incoming.reset();
   }
   if (incoming) {
+    // Offers are contiguous: versions a publisher published while its offers could not reach
+    // this coordinator (a cut link) are offered from the journal before the newer one.
+    if (incoming->message.has_offer()) {
+      RETURN_IF_ERROR(offer_versions_before(incoming->message.offer().version(),
+                                            incoming->message.offer().journal_id()));
+    }
     RETURN_IF_ERROR(
         send_all(state_.on_message(incoming->peer, incoming->message, CoordinatorClock::now())));
   }

@@ -14,6 +14,7 @@
 #include "src/control/rate_limited_log.h"
 #include "src/control/zmq_channel.h"
 #include "weightcast/group_config.pb.h"
+#include "weightcast/journal.pb.h"
 
 namespace weightcast {
 
@@ -45,6 +46,13 @@ class Coordinator {
   Coordinator(proto::GroupConfig config, CoordinatorOptions options,
               std::unique_ptr<ControlServer> server);
   Status poll_journal();
+  // Offers `version` to the group as its manifest in the journal describes it, for a version
+  // published while its offer could not reach this coordinator.
+  Status offer_from_manifest(uint64_t version, const proto::StepManifest& manifest,
+                             const std::string& journal_id);
+  // Offers from the journal every version after the head this coordinator knows and before
+  // `version`, so that versions are offered (and committed or refused) one by one.
+  Status offer_versions_before(uint64_t version, const std::string& journal_id);
   bool hello_key_matches(const IncomingMessage& incoming) const;
   Status send_all(std::vector<OutgoingMessage> out);
   void log_events();

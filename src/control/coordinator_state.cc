@@ -267,6 +267,9 @@ std::vector<OutgoingMessage> CoordinatorState::on_hello(const std::string& peer,
 
   std::vector<OutgoingMessage> out;
   nccl_hello(member, out);
+  // Where the rank runs, so a log of many hosts says which process joined.
+  const std::string from =
+      " from host '" + member.host + "' (pid " + std::to_string(member.pid) + ")";
   if (hello.role() == proto::ROLE_SUBSCRIBER) {
     // Holding the head means holding a verified copy of it (a subscriber only reports a
     // version whose checksums matched), so it counts as that version's ack.
@@ -278,7 +281,8 @@ std::vector<OutgoingMessage> CoordinatorState::on_hello(const std::string& peer,
     if (at_head && head_) member.acked = *head_;
     w.set_plan(at_head ? "live" : "catch_up");
     event(CoordinatorEvent::Kind::kJoined, rank, member.held.value_or(0),
-          who + " joined " + (at_head ? "live" : "to catch up") + " over " + paths_text(paths));
+          who + " joined " + (at_head ? "live" : "to catch up") + " over " + paths_text(paths) +
+              from);
     out.insert(out.begin(), {peer, std::move(e)});
     auto commits = try_commit(now);
     out.insert(out.end(), commits.begin(), commits.end());
@@ -286,7 +290,7 @@ std::vector<OutgoingMessage> CoordinatorState::on_hello(const std::string& peer,
   }
   member.state = MemberState::kLive;
   w.set_plan("live");
-  event(CoordinatorEvent::Kind::kJoined, rank, member.held.value_or(0), who + " joined");
+  event(CoordinatorEvent::Kind::kJoined, rank, member.held.value_or(0), who + " joined" + from);
   out.insert(out.begin(), {peer, std::move(e)});
   return out;
 }

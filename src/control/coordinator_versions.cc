@@ -170,6 +170,16 @@ std::vector<OutgoingMessage> CoordinatorState::try_commit(TimePoint now) {
     if (v > *reachable || record.committed) continue;
     record.committed = true;
     record.publish_to_commit_us = record.offer.publish_us() + micros(now - record.offered_at);
+    // A live subscriber that acked a later version went through this one on its way (a
+    // chain applied from the journal acks only its end): "passed", never an "ok" it did not
+    // send for this version's checksums.
+    for (auto& [rank, result] : record.results) {
+      auto m = members_.find(rank);
+      if (result.result() == "pending" && m != members_.end() && m->second.acked &&
+          *m->second.acked > v) {
+        result.set_result("passed");
+      }
+    }
   }
   committed_ = *reachable;
   auto it = versions_.find(*reachable);

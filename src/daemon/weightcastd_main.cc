@@ -15,6 +15,8 @@
 #include <string>
 #include <thread>
 
+#include <unistd.h>
+
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -80,9 +82,13 @@ int run(int argc, char** argv) {
     return 2;
   }
 
+  // Each line names the rank, its host and pid ("[subscriber 2 engine1/4711]"), as
+  // `weightcast group status` does, so logs gathered from many hosts stay attributable.
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "?");
   auto logger = spdlog::stderr_color_mt("weightcastd");
   logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e [" + std::string(role_name(entry->role())) + " " +
-                      std::to_string(rank) + "] %^%l%$ %v");
+                      std::to_string(rank) + " " + host + "/%P] %^%l%$ %v");
   logger->set_level(spdlog::level::from_str(level));
   spdlog::set_default_logger(logger);
   options.rank = rank;

@@ -184,6 +184,24 @@ TEST(CoordinatorState, CommitsOnceEveryLiveSubscriberAckedMatchingChecksums) {
   const proto::StatusReply s = g.state.status(g.now);
   EXPECT_TRUE(s.versions(1).committed());
   EXPECT_EQ(s.versions_in_flight(), 0u);
+  // Version 2 was never acked: each subscriber passed it on the way to 3, and says so.
+  for (uint32_t rank : {2u, 3u, 4u}) {
+    EXPECT_EQ(g.result(2, rank), "passed") << "rank " << rank;
+    EXPECT_EQ(g.result(3, rank), "ok") << "rank " << rank;
+  }
+}
+
+TEST(CoordinatorState, AnUnackedVersionStaysPendingUntilALaterAckPassesIt) {
+  Group g;
+  g.join_all({1, 2, 3});
+  g.publish(1);
+  g.publish(2);
+  EXPECT_TRUE(g.send(2, ack(2, 2)).empty());
+  EXPECT_EQ(g.result(1, 2), "pending");  // not yet committed: sub3 has acked nothing
+  EXPECT_EQ(peers(g.send(3, ack(3, 1)), Body::kCommit), (Peers{"pub", "sub2", "sub3"}));
+  EXPECT_EQ(g.result(1, 2), "passed");
+  EXPECT_EQ(g.result(1, 3), "ok");
+  EXPECT_EQ(g.result(2, 3), "pending");
 }
 
 TEST(CoordinatorState, OfferCommitsAtOnceWithoutALiveSubscriber) {
