@@ -63,6 +63,7 @@ bench: build
 	@bench/run_group_bench.sh $(BUILD)
 	@$(BUILD)/src/weightcast bench group --transports fs,ucx
 	@bench/run_ucx_bench.sh $(BUILD)/src/weightcast
+	@$(BUILD)/pyenv/bin/python bench/multihost_bench.py --bin $(BUILD)/src
 
 # A longer coverage-guided run of every fuzz target (FUZZ_SECONDS each, default 60).
 fuzz: test-asan

@@ -47,7 +47,12 @@ uint64_t iterations_for(uint64_t configured, uint64_t bytes) {
 // The publisher process: publishes version 1 with one part per size under UCX_TLS=`tls`,
 // then keeps it readable until `release_fd` reaches EOF (the parent closed it, or died).
 int run_publisher(const std::string& tls, UcxPublisherOptions::Memory memory,
-                  const std::string& dir, const std::vector<uint64_t>& sizes, int release_fd) {
+                  const std::string& dir, const std::vector<uint64_t>& sizes, int release_fd,
+                  const std::string& netns) {
+  if (Status s = enter_network_namespace(netns); !s.ok()) {
+    std::fprintf(stderr, "weightcast bench ucx: publisher: %s\n", s.to_string().c_str());
+    return kChildPublishFailed;
+  }
   std::vector<std::vector<uint8_t>> buffers;
   std::vector<PartPayload> parts;
   uint64_t x = 0x9E3779B97F4A7C15ull;
@@ -102,7 +107,8 @@ class Publishers {
   }
 
   // One publisher per group.
-  Status start(const std::vector<Group>& groups, const std::vector<uint64_t>& sizes) {
+  Status start(const std::vector<Group>& groups, const std::vector<uint64_t>& sizes,
+               const std::string& netns) {
     std::fflush(stdout);
     std::fflush(stderr);
     for (const auto& [t, memory] : groups) {
@@ -130,7 +136,7 @@ class Publishers {
           if (other.release_fd >= 0) ::close(other.release_fd);
         }
         ::close(fds[1]);
-        ::_exit(run_publisher(t, memory, p.dir, sizes, fds[0]));
+        ::_exit(run_publisher(t, memory, p.dir, sizes, fds[0], netns));
       }
       ::close(fds[0]);
       p.release_fd = fds[1];
@@ -261,7 +267,10 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
                                              : UcxPublisherOptions::Memory::kCopyToSharedMemory});
     }
   }
-  RETURN_IF_ERROR(publishers.start(groups, sizes));
+  if (c.publisher_netns.empty() != c.publisher_address.empty()) {
+    return invalid_argument("bench ucx: --publisher-netns and --publisher-address go together");
+  }
+  RETURN_IF_ERROR(publishers.start(groups, sizes, c.publisher_netns));
   nlohmann::json cases = nlohmann::json::array();
   for (size_t t = 0; t < groups.size(); ++t) {
     const std::string& tls = groups[t].tls;
@@ -312,7 +321,10 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
         auto w = time_fetches(subscriber, *part, dest, iterations);
         if (!w.ok()) return w.status().with_context("bench ucx: " + what + ": fetch");
         ours.push_back(*w);
-        auto p = run_ucx_perftest(perftest, {tls, bytes, iterations, warmup}, publishers[t].dir);
+        auto p = run_ucx_perftest(perftest,
+                                  {tls, bytes, iterations, warmup, c.publisher_netns,
+                                   c.publisher_address.empty() ? "127.0.0.1" : c.publisher_address},
+                                  publishers[t].dir);
         if (!p.ok()) return p.status().with_context("bench ucx: " + what + ": ucx_perftest");
         theirs.push_back(*p);
         char line[160];
@@ -352,8 +364,10 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
       {"mapped_chunk_bytes", mapped_chunk_bytes},
       {"ucx_version", ucp_get_version_string()},
       {"perftest", perftest},
+      {"publisher_netns", c.publisher_netns},
+      {"publisher_address", c.publisher_address.empty() ? "127.0.0.1" : c.publisher_address},
       {"perftest_command",
-       "UCX_TLS=<tls> ucx_perftest 127.0.0.1 -p <port> -t ucp_get -s "
+       "UCX_TLS=<tls> ucx_perftest <publisher_address> -p <port> -t ucp_get -s "
        "<part_bytes> -n <iterations> -w <warmup>"},
       {"note",
        "GB/s = 1e9 bytes/s; best of `repetitions` interleaved runs per side. weightcast: "

@@ -40,6 +40,11 @@ struct UcxBenchmarkConfig {
   // The publisher's UcxPublisherOptions::memory, one case group each: "in_place" (its
   // buffers mapped where they are) and "copy" (copies in a shared segment, shared_segment.h).
   std::vector<std::string> publisher_memory = {"in_place", "copy"};
+  // Across a network link: the publisher (and perftest's server) run in the network
+  // namespace `publisher_netns` (a name under /var/run/netns, as `ip netns` makes), reached at
+  // `publisher_address`; this process, the subscriber, stays where it runs. Empty: loopback.
+  std::string publisher_netns;
+  std::string publisher_address;
   std::function<void(const std::string&)> log;  // progress lines, if set
 };
 

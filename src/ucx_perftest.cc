@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -68,6 +69,8 @@ class Child {
   }
 
   // The exit status once the process has ended; nullopt while it runs.
+  pid_t pid() const { return pid_; }
+
   std::optional<int> poll_exit() {
     int status = 0;
     if (pid_ <= 0 || ::waitpid(pid_, &status, WNOHANG) != pid_) return std::nullopt;
@@ -122,12 +125,14 @@ Result<int> free_port() {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
-// Whether some socket listens on `port` (/proc/net/tcp{,6}, state 0A). Probing by connecting
-// would use up the perftest server's single accept.
-bool port_listening(int port) {
+// Whether some socket listens on `port` in the network namespace of process `pid`
+// (/proc/PID/net/tcp{,6}, state 0A). Probing by connecting would use up the perftest server's
+// single accept.
+bool port_listening(int port, pid_t pid) {
   char want[8];
   std::snprintf(want, sizeof want, ":%04X", port);
-  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+  const std::string net = "/proc/" + std::to_string(pid) + "/net/";
+  for (const std::string& table : {net + "tcp", net + "tcp6"}) {
     std::ifstream f(table);
     std::string line;
     std::getline(f, line);  // header
@@ -182,6 +187,22 @@ Result<std::pair<int, std::string>> run_captured(const std::vector<std::string>&
   return std::make_pair(*status, std::move(out));
 }
 
+// The first executable `name` on PATH, then in /usr/sbin and /sbin (where iproute2 puts
+// `ip`, often off a user's PATH). kNotFound names the Debian package that provides it.
+Result<std::string> find_program(const std::string& name, const std::string& package) {
+  const char* env_path = std::getenv("PATH");
+  std::istringstream dirs(
+      std::string(env_path != nullptr ? env_path : "/usr/local/bin:/usr/bin:/bin") +
+      ":/usr/sbin:/sbin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return not_found(name + " is not on PATH; it comes with " + package +
+                   " (Debian/Ubuntu: apt-get install " + package + ")");
+}
+
 }  // namespace
 
 Result<std::string> find_ucx_perftest(const std::string& path) {
@@ -191,16 +212,26 @@ Result<std::string> find_ucx_perftest(const std::string& path) {
     }
     return path;
   }
-  const char* env_path = std::getenv("PATH");
-  std::istringstream dirs(env_path != nullptr ? env_path : "/usr/local/bin:/usr/bin:/bin");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    const std::string candidate = (dir.empty() ? "." : dir) + "/ucx_perftest";
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  auto found = find_program("ucx_perftest", "ucx-utils");
+  if (!found.ok()) {
+    return not_found(found.status().message() + ", or pass its path with --perftest");
   }
-  return not_found(
-      "ucx_perftest is not on PATH; it comes with UCX's utilities (Debian/Ubuntu: apt-get "
-      "install ucx-utils), or pass its path with --perftest");
+  return found;
+}
+
+Status enter_network_namespace(const std::string& name) {
+  if (name.empty()) return ok_status();
+  if (name.find('/') != std::string::npos || name == "." || name == "..") {
+    return invalid_argument("network namespace '" + name + "' is not a name of /var/run/netns");
+  }
+  const std::string path = "/var/run/netns/" + name;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return not_found("network namespace " + path + ": " + errno_text());
+  const int rc = ::setns(fd, CLONE_NEWNET);
+  const std::string why = errno_text();
+  ::close(fd);
+  if (rc != 0) return io_error("cannot enter network namespace " + path + ": " + why);
+  return ok_status();
 }
 
 Result<double> parse_perftest_gbps(const std::string& output, uint64_t bytes) {
@@ -245,7 +276,11 @@ Result<double> run_ucx_perftest(const std::string& perftest, const PerftestRun& 
                                 const std::string& scratch_dir, int timeout_s) {
   const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
   ASSIGN_OR_RETURN(const int port, free_port());
-  const std::vector<std::string> server_argv{perftest, "-p", std::to_string(port)};
+  std::vector<std::string> server_argv{perftest, "-p", std::to_string(port)};
+  if (!run.server_netns.empty()) {
+    ASSIGN_OR_RETURN(const std::string ip, find_program("ip", "iproute2"));
+    server_argv.insert(server_argv.begin(), {ip, "netns", "exec", run.server_netns});
+  }
   const std::string server_log = scratch_dir + "/perftest-server-" + std::to_string(port) + ".txt";
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -257,7 +292,7 @@ Result<double> run_ucx_perftest(const std::string& perftest, const PerftestRun& 
   posix_spawn_file_actions_destroy(&actions);
   RETURN_IF_ERROR(started);
   const std::string server_what = "UCX_TLS=" + run.tls + " " + join(server_argv);
-  while (!port_listening(port)) {
+  while (!port_listening(port, server.pid())) {
     if (auto status = server.poll_exit()) {
       return io_error("'" + server_what + "' exited with status " + std::to_string(*status) +
                       " before listening; its output: " + tail(read_text(server_log)));
@@ -268,7 +303,7 @@ Result<double> run_ucx_perftest(const std::string& perftest, const PerftestRun& 
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  const std::vector<std::string> client_argv{perftest, "127.0.0.1",
+  const std::vector<std::string> client_argv{perftest, run.server_address,
                                              "-p",     std::to_string(port),
                                              "-t",     "ucp_get",
                                              "-s",     std::to_string(run.bytes),

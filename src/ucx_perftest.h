@@ -24,14 +24,23 @@ struct PerftestRun {
   uint64_t bytes = 0;
   uint64_t iterations = 0;  // -n: timed gets
   uint64_t warmup = 0;      // -w: untimed gets first
+  // The server's network namespace (run through `ip netns exec`) and the address the client
+  // connects to; empty and 127.0.0.1: both on loopback here.
+  std::string server_netns;
+  std::string server_address = "127.0.0.1";
 };
+
+// Moves the calling thread (in a freshly forked child: the process) into the network
+// namespace `name` of /var/run/netns; nothing when `name` is empty. Errors name the namespace.
+Status enter_network_namespace(const std::string& name);
 
 // The overall bandwidth of the "Final:" line of a ucx_perftest client's output, in GB/s
 // (1e9 bytes per second). kDataLoss quotes the line (or the output's tail) it cannot read.
 Result<double> parse_perftest_gbps(const std::string& output, uint64_t bytes);
 
-// Starts `perftest` as a server on a free port (UCX_TLS=run.tls), waits until it listens,
-// runs the client against 127.0.0.1 and returns its bandwidth in GB/s. The server's output
+// Starts `perftest` as a server on a free port (UCX_TLS=run.tls; in run.server_netns if set),
+// waits until it listens, runs the client against run.server_address and returns its
+// bandwidth in GB/s. The server's output
 // goes to a file in `scratch_dir` (quoted when it fails). Both processes are killed on any
 // error or when `timeout_s` passes; errors name the command line and quote its output.
 Result<double> run_ucx_perftest(const std::string& perftest, const PerftestRun& run,

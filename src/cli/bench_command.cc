@@ -27,7 +27,8 @@ void register_bench_ucx(CLI::App& bench, int& exit_code) {
   auto* u = bench.add_subcommand(
       "ucx",
       "Part-fetch bandwidth of the UCX backend (a subscriber reading a part published by a "
-      "forked publisher) against ucx_perftest -t ucp_get, same UCX_TLS and size, on loopback");
+      "forked publisher) against ucx_perftest -t ucp_get, same UCX_TLS and size, on loopback "
+      "or, with --publisher-netns, across a link to another network namespace");
   u->add_option("--tls", cfg->tls, "UCX_TLS values to measure, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
@@ -65,6 +66,11 @@ void register_bench_ucx(CLI::App& bench, int& exit_code) {
       ->delimiter(',')
       ->check(CLI::IsMember({"copy", "in_place"}))
       ->capture_default_str();
+  u->add_option("--publisher-netns", cfg->publisher_netns,
+                "Across a link: run the publisher and perftest's server in this network "
+                "namespace (`ip netns` name); needs root and --publisher-address");
+  u->add_option("--publisher-address", cfg->publisher_address,
+                "The publisher's address in --publisher-netns (perftest's client connects to it)");
   u->add_flag("--json", *json, "Print one JSON object (default: a short table)");
   u->callback([cfg, json, &exit_code] {
     cfg->log = [](const std::string& line) {

@@ -116,6 +116,17 @@ class GroupBed:
                 raise AssertionError("rank %d on %s exited with %s\n%s" % (
                     rank, self.host_of_rank[rank], p.returncode, self.logs_tail()))
 
+    def wait_exit(self, rank, timeout_s):
+        """Waits for a rank that ends on its own (the demo publisher after its last version)
+        and returns its exit status; raises with the logs when it does not end in time."""
+        p = self.procs[rank]
+        p.expected_exit = True
+        try:
+            return p.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("rank %d did not exit in %d s\n%s" % (
+                rank, timeout_s, self.logs_tail()))
+
     def logs_tail(self, lines=15):
         out = []
         for rank in sorted(self.procs):
@@ -140,9 +151,10 @@ class GroupBed:
         return True
 
     # A subscriber's result on a committed version other than an ack: it was not live then,
-    # "dropped" (declared dead) or "catch_up" (it rejoins through the journal), or "passed"
-    # (it acked a later version, verified, having applied this one on the way).
-    NOT_ACKED = ("dropped", "catch_up", "passed")
+    # "dropped" (declared dead) or "catch_up" (it rejoins through the journal); "passed" (it
+    # acked a later version, verified, having applied this one on the way); or "nack" (it
+    # could not get the version and recovers through the journal).
+    NOT_ACKED = ("dropped", "catch_up", "passed", "nack")
 
     def check_no_unverified_ack(self):
         """The bed's invariant over every version seen: a committed version carries "ok" from

@@ -27,10 +27,12 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 SUBNET = "10.213.0"
-_NAME = re.compile(r"^wcb(\d+)-")
+_NAME = re.compile(r"^wcb(\d+)x\d+-")  # wcb<pid>x<bed number in that process>-<host>
+_beds_made = [0]
 
 
 def _run(argv, check=True, timeout=20):
@@ -84,7 +86,8 @@ class NetBed:
 
     def __init__(self, hosts, grace_s=10.0):
         remove_stale_beds()
-        self.tag = "wcb%d" % os.getpid()
+        _beds_made[0] += 1
+        self.tag = "wcb%dx%d" % (os.getpid(), _beds_made[0])
         self.switch = self.tag + "-sw"
         self.hosts = list(hosts)
         self.grace_s = grace_s
@@ -168,6 +171,30 @@ class NetBed:
         """tc netem on the host's link both ways, e.g. netem("engine1", "delay", "50ms")."""
         for ns, dev in ((self.switch, self.port(host)), (self.netns(host), "eth0")):
             _run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "netem"] + list(args))
+
+    def delay(self, host, ms):
+        """Every frame to and from the host held `ms` milliseconds: `tc netem` where the kernel
+        has it, else a user-space delay line (tests/multihost/delay_line.py) spliced between
+        the host's port and the bridge. Returns which of the two it used."""
+        if netem_unavailable(self) is None:
+            self.netem(host, "delay", "%dms" % ms)
+            return "netem"
+        i = self.hosts.index(host)
+        near, far = "%sd%d" % (self.tag, i), "%se%d" % (self.tag, i)
+        _run(["ip", "-n", self.switch, "link", "set", self.port(host), "nomaster"])
+        _run(["ip", "-n", self.switch, "link", "add", near, "type", "veth", "peer", "name", far])
+        _run(["ip", "-n", self.switch, "link", "set", far, "master", "br0"])
+        for dev in (near, far, self.port(host)):
+            _run(["ip", "-n", self.switch, "link", "set", dev, "up", "promisc", "on"])
+        line = os.path.join(os.path.dirname(os.path.abspath(__file__)), "delay_line.py")
+        p = subprocess.Popen(["ip", "netns", "exec", self.switch, sys.executable, line,
+                              self.port(host), near, str(ms)], stdin=subprocess.DEVNULL,
+                             start_new_session=True)
+        self.procs.append(p)
+        time.sleep(0.2)
+        if p.poll() is not None:
+            raise RuntimeError("the delay line of %s exited with %s" % (host, p.returncode))
+        return "delay line"
 
     def rate_limit(self, host, rate):
         """Traffic towards the host held to `rate` (e.g. "8mbit") by a token bucket (tbf), so

@@ -1,5 +1,6 @@
 #include "transport/ucx/ucx_context.h"
 
+#include <cstdlib>
 #include <thread>
 
 namespace weightcast {
@@ -45,7 +46,10 @@ Result<std::unique_ptr<UcxContext>> UcxContext::create(const std::string& tls) {
     shm_may_load = shm_may_load || tls.find(name) != std::string::npos;
   }
   if (shm_may_load) settings.emplace_back("MM_ERROR_HANDLING", "y");
-  settings.emplace_back("KEEPALIVE_INTERVAL", "1s");
+  // The user's UCX_KEEPALIVE_INTERVAL wins (a slow or lossy network needs a longer one).
+  if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) {
+    settings.emplace_back("KEEPALIVE_INTERVAL", "1s");
+  }
   for (const auto& [name, value] : settings) {
     s = ucp_config_modify(config, name, value);
     if (s != UCS_OK) {
@@ -92,6 +96,12 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create(const UcxContext& context) 
 
 UcxWorker::~UcxWorker() {
   ucp_worker_destroy(worker_);
+}
+
+void UcxWorker::flush(Deadline deadline) {
+  ucp_request_param_t param{};
+  (void)ucx_wait(worker_, ucp_worker_flush_nbx(worker_, &param), deadline,
+                 "ucx: flush before the worker is destroyed");
 }
 
 Result<std::vector<uint8_t>> UcxWorker::address() const {

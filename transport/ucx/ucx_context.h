@@ -48,6 +48,13 @@ class UcxWorker {
   // publisher's progress thread and publish() share one under a mutex).
   static Result<std::unique_ptr<UcxWorker>> create(const UcxContext& context);
   ~UcxWorker();
+  // Progresses the worker until every endpoint's outstanding messages are sent, or until
+  // `deadline`. UCX 1.13 aborts the process (an assertion in ucp_request_send_state_ff, "got
+  // REP message") when a worker is destroyed while a wireup reply to a peer still waits in an
+  // endpoint's pending queue, as happens with a peer on a slow link that connected just
+  // before; flushing first lets those go. It also answers gets that arrive meanwhile, so the
+  // memory they read must still be mapped.
+  void flush(Deadline deadline);
   UcxWorker(const UcxWorker&) = delete;
   UcxWorker& operator=(const UcxWorker&) = delete;
 

@@ -256,6 +256,8 @@ void UcxPublisherTransport::close_worker() {
   stop_ = true;
   if (progress_.joinable()) progress_.join();
   std::lock_guard lock(mu_);
+  // Before anything is unmapped: the flush still answers gets (ucx_context.h).
+  if (worker_) worker_->flush(std::chrono::steady_clock::now() + std::chrono::seconds(2));
   for (const auto& p : published_) retire(p);  // copies move to lingering_
   published_.clear();
   for (const auto& p : lingering_) unmap_all(p.memhs);
