@@ -59,7 +59,14 @@ int run(int argc, char** argv) {
                "Publisher: keep running after the demo model's last version");
   app.add_option("--log-level", level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help exits 0; any other parse error is a bad command line: 2, as documented above
+    // (CLI11's own codes, 105 and up, would read as runtime failures to a supervisor).
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
 
   auto config = load_group_config(config_path);
   if (!config.ok()) {

@@ -168,6 +168,12 @@ TEST_F(CliNumberFlags, WeightcastdRefusesEveryOutOfRangeNumber) {
               {{"--config {F} --rank 1", "--threads", {"1025"}, ""},
                {"--config {F} --rank 1", "--start-version", {"9223372036854775808"}, ""},
                {"--config {F}", "--rank", {"4294967296"}, ""}});
+  // A bad command line exits 2 (weightcastd_main.cc), which a supervisor such as
+  // deploy/systemd's unit does not restart; CLI11's own codes start at 105.
+  for (const char* args : {" --rank x --config ", " --no-such-flag --config "}) {
+    auto r = run_command(std::string(WEIGHTCASTD_PATH) + args + file_);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+  }
 }
 
 TEST_F(CliNumberFlags, DemoRefusesEveryOutOfRangeNumber) {
