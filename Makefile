@@ -47,7 +47,9 @@ test: build pyenv
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build with clang, including the libFuzzer runs.
 # Not run there: the benches that bound time or peak RSS (the sanitizers' shadow memory and
-# slowdown are not what they measure): Cli.BenchDelta and bench.group_subscriber_rss.
+# slowdown are not what they measure): Cli.BenchDelta and bench.group_subscriber_rss; and the
+# launchers' and multi-host tests (deploy.*, multihost), which run whole groups of daemons
+# against deadlines and repeat code that group_tests and ucx_transport_tests run here.
 test-asan: deps pyenv
 	@CC=clang CXX=clang++ cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
 	  -DWEIGHTCAST_SANITIZE=ON -DWEIGHTCAST_FUZZ=ON \
@@ -55,7 +57,7 @@ test-asan: deps pyenv
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
-	  ctest --output-on-failure -j $(JOBS) -E 'Cli\.BenchDelta|bench\.group_subscriber_rss'
+	  ctest --output-on-failure -j $(JOBS) -E 'Cli\.BenchDelta|bench\.group_subscriber_rss|deploy\.|multihost'
 
 bench: build
 	@bench/run_delta_bench.sh $(BUILD)/src/weightcast
