@@ -100,6 +100,14 @@ std::vector<OutgoingMessage> CoordinatorState::on_ack(Member& member, const prot
                                                       TimePoint now) {
   const uint64_t v = ack.version();
   auto it = versions_.find(v);
+  if (it == versions_.end() && (!head_ || v > *head_)) {
+    // Never offered: it can prove nothing, and counting it would move the commit watermark
+    // past versions this subscriber never verified.
+    event(CoordinatorEvent::Kind::kIgnored, member.rank, v,
+          "ack of version " + std::to_string(v) + ", which was never offered (head " +
+              (head_ ? std::to_string(*head_) : std::string("none")) + ")");
+    return {};
+  }
   std::string mismatch;
   if (it != versions_.end()) mismatch = check_checksums(it->second.offer, ack);
   if (!mismatch.empty()) {

@@ -204,6 +204,38 @@ TEST(CoordinatorState, AnUnackedVersionStaysPendingUntilALaterAckPassesIt) {
   EXPECT_EQ(g.result(2, 3), "pending");
 }
 
+TEST(CoordinatorState, AnAckOfAVersionNeverOfferedIsIgnoredAndCommitsNothing) {
+  Group g;
+  g.join_all({1, 2, 3});
+  g.publish(1);
+  g.state.take_events();
+  EXPECT_TRUE(g.send(2, ack(2, 5)).empty());
+  EXPECT_TRUE(g.send(3, ack(3, 5)).empty());
+  EXPECT_TRUE(has_event(g.state.take_events(), Kind::kIgnored, 2));
+  EXPECT_FALSE(g.state.committed().has_value());
+  EXPECT_EQ(g.result(1, 2), "pending");
+  // The real acks still commit version 1.
+  g.send(2, ack(2, 1));
+  EXPECT_EQ(peers(g.send(3, ack(3, 1)), Body::kCommit), (Peers{"pub", "sub2", "sub3"}));
+  EXPECT_EQ(g.state.committed(), 1u);
+}
+
+TEST(CoordinatorState, AnAckMissingATensorOrWithAnotherCountIsAMismatch) {
+  for (const char* checksums :
+       {"checksums { name: 'a' checksum: 100 }",
+        "checksums { name: 'a' checksum: 100 } checksums { name: 'c' checksum: 101 }",
+        "checksums { name: 'a' checksum: 100 } checksums { name: 'b' checksum: 101 } "
+        "checksums { name: 'c' checksum: 1 }"}) {
+    SCOPED_TRACE(checksums);
+    Group g;
+    g.offer_acked_by_sub3();
+    const auto out = g.send(2, msg(2, std::string("ack { version: 1 ") + checksums + " }"));
+    EXPECT_EQ(g.result(1, 2), "mismatch");
+    EXPECT_EQ(g.member_state(2), "catch_up");
+    EXPECT_EQ(peers(out, Body::kRecover), Peers{"sub2"});
+  }
+}
+
 TEST(CoordinatorState, OfferCommitsAtOnceWithoutALiveSubscriber) {
   Group g;
   g.join(1);
