@@ -99,12 +99,17 @@ class UcxForkedPublisher : public ::testing::TestWithParam<std::string> {
              UcxPublisherOptions::Memory memory = UcxPublisherOptions::Memory::kInPlace) {
     ::signal(SIGPIPE, SIG_IGN);  // a command to a dead child is an error, not a dead test
     char tmpl[] = "/tmp/weightcast-ucx-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) return false;
+    if (::mkdtemp(tmpl) == nullptr) {
+      ADD_FAILURE() << "mkdtemp " << tmpl << " for the publisher's store: " << std::strerror(errno);
+      return false;
+    }
     dir_ = tmpl;
     int commands[2];
     int replies[2];
-    if (::pipe(commands) != 0) return false;
-    if (::pipe(replies) != 0) return false;
+    if (::pipe(commands) != 0 || ::pipe(replies) != 0) {
+      ADD_FAILURE() << "pipe to the forked publisher: " << std::strerror(errno);
+      return false;
+    }
     pid_ = ::fork();
     if (pid_ == 0) {
       ::close(commands[1]);
