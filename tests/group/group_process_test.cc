@@ -5,9 +5,12 @@
 
 #include <gtest/gtest.h>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "tests/group/group_harness.h"
 #include "transport/fs/journal_layout.h"
+#include "transport/fs/step_commit.h"
 
 namespace weightcast::testing {
 namespace {
@@ -97,40 +100,63 @@ TEST(GroupProcess, CoordinatorKilledAndRestartedMidRun) {
   auto s = group_status(g.config());
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(bad_results(*s), "");
-  EXPECT_NE(coordinator->log().find("journal"), std::string::npos);
+  // The new coordinator rebuilt its state from the journal: it started at the HEAD the old one
+  // had committed (at least 3), not from nothing.
+  const std::string log = coordinator->log();
+  const size_t at = log.find(" at version ");
+  ASSERT_NE(at, std::string::npos) << log;
+  EXPECT_GE(std::stoull(log.substr(at + 12)), 3u) << log;
 }
 
-TEST(GroupProcess, PublisherKilledMidPublishAndRestarted) {
+// Whether process `pid` is stopped (state T in /proc/PID/stat): it reached its fault point.
+bool stopped(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'T';
+}
+
+// A publisher started with WEIGHTCAST_STOP_AT=`point` (transport/fault_point.h), stopped
+// there, then killed with SIGKILL: the kill lands exactly at the point. The group must go on
+// from HEAD with a restarted publisher, every engine verified, none ever holding the killed
+// version before it was published again.
+void kill_publisher_at(const std::string& point, uint64_t version) {
   GroupSpec spec;
-  spec.parameters = 3000000;  // publications long enough to be killed inside one
+  spec.parameters = 3000000;
   spec.versions = 10;
-  // Paced, so that the kill below (at most 4 s after v2) lands before the last version however
-  // fast the subscriber acks: the restarted publisher must have versions left to replay to.
-  spec.step_interval_ms = 400;
+  spec.step_interval_ms = 100;
   TestGroup g(spec);
   RankProcess coordinator(g.config_path(), 0, g.dir() + "/r0.log");
   RankProcess sub2(g.config_path(), 2, g.dir() + "/r2.log");
+  const std::string stop_at = point + ":" + std::to_string(version);
+  ::setenv("WEIGHTCAST_STOP_AT", stop_at.c_str(), 1);
   auto publisher = std::make_unique<RankProcess>(g.config_path(), 1, g.dir() + "/r1.log",
                                                  std::vector<std::string>{"--stay"});
-  const std::string staging = g.journal() + "/.staging";
-  // Kill while a step is being written (something under .staging/), after version 2.
-  ASSERT_TRUE(eventually(
-      [&] {
-        auto s = group_status(g.config());
-        return s && s->has_head() && s->head_version() >= 2;
-      },
-      seconds(60)))
+  ::unsetenv("WEIGHTCAST_STOP_AT");
+  ASSERT_TRUE(eventually([&] { return stopped(publisher->pid()); }, seconds(60)))
+      << "the publisher never reached " << stop_at << "\n"
       << publisher->log();
-  bool mid_publish = eventually(
-      [&] {
-        std::error_code ec;
-        return std::filesystem::exists(staging, ec) && !std::filesystem::is_empty(staging, ec);
-      },
-      seconds(4));
+  const JournalLayout layout(g.journal());
+  const std::string staged = layout.staging() + "/" + JournalLayout::step_dir_name(version);
+  std::error_code ec;
+  if (point == "journal.staged") {
+    EXPECT_TRUE(std::filesystem::exists(staged + "/MANIFEST", ec)) << staged;
+    EXPECT_FALSE(std::filesystem::exists(layout.step(version), ec));
+  } else {
+    EXPECT_TRUE(std::filesystem::exists(layout.step(version) + "/MANIFEST", ec));
+  }
+  auto head = read_journal_head(layout);
+  ASSERT_TRUE(head.ok() && *head) << "HEAD unreadable";
+  EXPECT_EQ((**head).version(), version - 1) << "HEAD moved past the fault point";
   publisher->signal(SIGKILL);
   ASSERT_TRUE(publisher->wait_exit(seconds(10)).has_value());
   auto before = group_status(g.config());
   ASSERT_TRUE(before.has_value());
+  EXPECT_EQ(before->head_version(), version - 1) << "the killed version was offered";
+  const proto::MemberStatus* engine = member(*before, 2);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_LT(engine->held_version(), version) << "the engine holds the killed version";
+
   publisher = std::make_unique<RankProcess>(g.config_path(), 1, g.dir() + "/r1b.log",
                                             std::vector<std::string>{"--stay"});
   ASSERT_TRUE(eventually([&] { return all_at(g, 1, 10); }, seconds(120)))
@@ -140,8 +166,14 @@ TEST(GroupProcess, PublisherKilledMidPublishAndRestarted) {
   EXPECT_EQ(bad_results(*s), "") << sub2.log();
   EXPECT_NE(publisher->log().find("replaying the model's steps"), std::string::npos)
       << publisher->log();
-  std::printf("killed %s publication; head was v%llu\n", mid_publish ? "inside a" : "between",
-              static_cast<unsigned long long>(before->head_version()));
+}
+
+TEST(GroupProcess, PublisherKilledWithAStepStagedIsRestarted) {
+  kill_publisher_at("journal.staged", 3);
+}
+
+TEST(GroupProcess, PublisherKilledWithAStepRenamedBeforeHeadIsRestarted) {
+  kill_publisher_at("journal.renamed", 3);
 }
 
 TEST(GroupProcess, SilentSubscriberIsDroppedAndItsLeaseExpires) {

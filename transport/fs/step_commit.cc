@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <random>
 
+#include "transport/fault_point.h"
 #include "transport/file_io.h"
 #include "transport/fs/delta_step.h"
 #include "transport/fs/journal_files.h"
@@ -153,6 +154,7 @@ Status commit_step(const JournalLayout& layout, const std::string& staged_dir,
                    const proto::StepManifest& manifest, const std::function<void()>& before_head) {
   RETURN_IF_ERROR(write_manifest_file(staged_dir, manifest));
   RETURN_IF_ERROR(fsync_directory(staged_dir));
+  fault_point("journal.staged", manifest.version());  // every file of the step in .staging/
   const std::string final_dir = layout.step(manifest.version());
   RETURN_IF_ERROR(remove_tree(final_dir));  // an uncommitted leftover of this version
   if (std::rename(staged_dir.c_str(), final_dir.c_str()) != 0) {
@@ -161,6 +163,7 @@ Status commit_step(const JournalLayout& layout, const std::string& staged_dir,
   }
   RETURN_IF_ERROR(fsync_directory(layout.staging()));
   RETURN_IF_ERROR(fsync_directory(layout.root()));
+  fault_point("journal.renamed", manifest.version());  // the step in place, HEAD not moved
   if (before_head) before_head();
   proto::JournalHead head;
   head.set_version(manifest.version());
