@@ -93,6 +93,10 @@ int main(int argc, char** argv) {
   app.add_option("--kill-at", a.kill_at, "Version at which a subscriber is SIGKILLed")
       ->capture_default_str()
       ->check(number_in<uint64_t>(0, kMaxDemoVersions));
+  app.add_option("--step-interval-ms", a.step_interval_ms,
+                 "Pause of the publisher between versions (so faults land mid-run)")
+      ->capture_default_str()
+      ->check(number_in<uint32_t>(0, 60000));
   app.add_flag("--no-faults", no_faults, "No late joiner and no kill (benchmark runs)");
   app.add_flag("!--no-baseline", a.baseline, "Skip the full-safetensors write+read baseline");
   app.add_option("--json-out", a.json_out,
@@ -157,6 +161,7 @@ int main(int argc, char** argv) {
   std::map<uint64_t, proto::VersionStatus> printed;
   std::map<uint32_t, std::string> transports;  // each subscriber's, as last printed
   bool killed = false, restarted = false, joined = false, failed = false;
+  uint64_t killed_at_head = 0, joined_at_head = 0;
   std::string failure;
   const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
   proto::StatusReply status;
@@ -204,6 +209,7 @@ int main(int argc, char** argv) {
       std::printf("-- SIGKILL subscriber rank %u at head v%llu\n", victim,
                   static_cast<unsigned long long>(head));
       killed = launcher(a, g, "signal --rank " + std::to_string(victim) + " --signal KILL") == 0;
+      killed_at_head = head;
       launcher(a, g, "wait --rank " + std::to_string(victim) + " --timeout 30");
       restarted =
           launcher(a, g,
@@ -217,6 +223,11 @@ int main(int argc, char** argv) {
       joined =
           launcher(a, g, "start --config '" + g.config_path + "' --rank " + std::to_string(late)) ==
           0;
+      joined_at_head = head;
+      if (!joined) {
+        failed = true;
+        failure = "the late subscriber rank " + std::to_string(late) + " failed to start";
+      }
     }
     // Done when the last version is committed and every subscriber holds it.
     if (status.has_committed() && status.committed_version() >= last) {
@@ -236,6 +247,17 @@ int main(int argc, char** argv) {
   const int down = launcher(a, g, "down --grace 20");
   if (down != 0 && failure.empty()) failure = "a rank did not stop cleanly (see its log)";
   if (a.kill_restart && !(killed && restarted) && failure.empty()) failure = "kill/restart failed";
+  // The faults must land mid-run, or the run proved nothing about them: the kill before the
+  // last version, the late join too (it then catches up to a head that still moves).
+  if (a.kill_restart && killed && killed_at_head >= last && failure.empty()) {
+    failure = "the kill landed at v" + std::to_string(killed_at_head) +
+              ", after the last version (pace the publisher: --step-interval-ms)";
+  }
+  if (a.late_joiner && joined && joined_at_head >= last && failure.empty()) {
+    failure = "the late subscriber started at v" + std::to_string(joined_at_head) +
+              ", after the last version (pace the publisher: --step-interval-ms)";
+  }
+  if (a.late_joiner && !joined && failure.empty()) failure = "the late subscriber never started";
 
   std::vector<double> delta_ms, anchor_ms;
   std::map<std::string, uint64_t> acks_by_transport;

@@ -27,6 +27,7 @@ Result<DemoGroup> prepare_demo_group(const DemoArgs& args) {
   o.demo_parameters = args.parameters;
   o.demo_density = args.density;
   o.demo_versions = args.versions;
+  o.demo_step_interval_ms = args.step_interval_ms;
   o.demo_publisher_mode = args.publisher_mode;
   o.fp8 = args.fp8;
   o.demo_figures_path = args.figures_path;

@@ -21,6 +21,9 @@ struct DemoArgs {
   uint64_t join_at = 12;
   bool kill_restart = true;  // SIGKILL one subscriber at kill_at, then restart it
   uint64_t kill_at = 7;
+  // The publisher's pause between versions (demo.step_interval_ms), so that the kill and the
+  // late join land mid-run on a small, fast model; 0: as fast as it can.
+  uint32_t step_interval_ms = 0;
   uint32_t threads = 0;
   uint16_t port = 0;     // 0: a free loopback port
   std::string bin_dir;   // weightcastd and weightcast

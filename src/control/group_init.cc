@@ -102,6 +102,9 @@ Result<GroupInitResult> init_group(const GroupInitOptions& o) {
       y << "  publisher_mode: " << o.demo_publisher_mode << "\n";
     }
     if (!o.demo_figures_path.empty()) y << "  figures_path: \"" << o.demo_figures_path << "\"\n";
+    if (o.demo_step_interval_ms > 0) {
+      y << "  step_interval_ms: " << o.demo_step_interval_ms << "\n";
+    }
   }
   y << "ranks:\n";
   for (uint32_t r = 0; r < ranks; ++r) {

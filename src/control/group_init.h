@@ -34,9 +34,10 @@ struct GroupInitOptions {
   uint64_t demo_parameters = 0;
   double demo_density = 0.01;
   uint64_t demo_versions = 20;
-  std::string demo_publisher_mode;  // demo.publisher_mode when not empty (snapshot, hooked)
-  std::string demo_figures_path;    // demo.figures_path when not empty
-  bool fp8 = false;                 // an `fp8: {}` section (an FP8 group, default selection)
+  uint32_t demo_step_interval_ms = 0;  // demo.step_interval_ms when not 0 (a paced publisher)
+  std::string demo_publisher_mode;     // demo.publisher_mode when not empty (snapshot, hooked)
+  std::string demo_figures_path;       // demo.figures_path when not empty
+  bool fp8 = false;                    // an `fp8: {}` section (an FP8 group, default selection)
   bool overwrite = false;  // replace an existing group.yaml (existing key files are reused)
 };
 

@@ -191,6 +191,7 @@ TEST_F(CliNumberFlags, GroupDemoRefusesEveryOutOfRangeNumber) {
                                            {"", "--subscribers", {"257"}, ""},
                                            {"", "--join-at", {"1000000001"}, ""},
                                            {"", "--kill-at", {"1000000001"}, ""},
+                                           {"", "--step-interval-ms", {"60001"}, ""},
                                            {"", "--timeout-s", {"0", "86401"}, ""}});
 }
 
