@@ -93,6 +93,10 @@ void register_init(CLI::App* group, int& exit_code) {
   init->add_option("--demo-versions", o->demo_versions, "Versions the demo model publishes")
       ->capture_default_str()
       ->check(number_in<uint64_t>(1, kMaxDemoVersions));
+  init->add_option("--demo-step-interval-ms", o->demo_step_interval_ms,
+                   "Pause of the demo publisher between versions (0: none)")
+      ->capture_default_str()
+      ->check(number_in<uint32_t>(0, 86400000));
   init->add_flag("--force", o->overwrite, "Replace an existing group.yaml (keys are kept)");
   init->callback([o, &exit_code] {
     auto r = init_group(*o);

@@ -52,19 +52,19 @@ class GroupBed:
         init = [self.weightcast, "group", "init", "--dir", work_dir, "--subscribers", str(engines),
                 "--endpoint", "tcp://%s:%d" % (coord_ip, COORDINATOR_PORT),
                 "--demo-parameters", str(parameters), "--demo-versions", str(versions),
-                "--anchor-every", str(anchor_every), "--transports", "ucx,fs", "--ucx-tls", "tcp"]
+                "--anchor-every", str(anchor_every), "--transports", "ucx,fs", "--ucx-tls", "tcp",
+                "--demo-step-interval-ms", str(step_interval_ms)]
         subprocess.run(init, check=True, capture_output=True, timeout=60)
         self.config = os.path.join(work_dir, "group.yaml")
-        self._edit_config(density, step_interval_ms, timeouts or {})
+        self._edit_config(density, timeouts or {})
 
-    def _edit_config(self, density, step_interval_ms, timeouts):
-        """Hosts named per rank, the demo's density and pace, and the given timeouts."""
+    def _edit_config(self, density, timeouts):
+        """Hosts named per rank, the demo's density, and the given timeouts."""
         text = open(self.config).read()
         for rank, host in self.host_of_rank.items():
             text = re.sub(r"(\{rank: %d, role: \w+, host: )[^,]+," % rank,
                           r"\g<1>%s," % host, text)
         text = re.sub(r"density: [0-9.e-]+", "density: %g" % density, text)
-        text = text.replace("  seed: 1\n", "  seed: 1\n  step_interval_ms: %d\n" % step_interval_ms)
         for key, value in timeouts.items():
             text = re.sub(r"%s: \d+" % key, "%s: %d" % (key, value), text)
         open(self.config, "w").write(text)
