@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -175,7 +176,15 @@ void run_crash_trials(const std::string& root, std::chrono::microseconds pause, 
   const std::unique_ptr<void, void (*)(void*)> unmap(
       page, [](void* p) { ::munmap(p, sizeof(SharedState)); });
   SharedState* shared = nullptr;
-  std::mt19937_64 rng(std::random_device{}());
+  // Random kill instants, from a seed printed so that a failure can be replayed:
+  // WEIGHTCAST_CRASH_SEED=<seed> runs the same sequence of instants.
+  const char* seed_env = std::getenv("WEIGHTCAST_CRASH_SEED");
+  const uint64_t seed =
+      seed_env != nullptr ? std::strtoull(seed_env, nullptr, 10) : std::random_device{}();
+  std::printf("kill instants seeded with %llu (WEIGHTCAST_CRASH_SEED replays them)\n",
+              static_cast<unsigned long long>(seed));
+  SCOPED_TRACE("WEIGHTCAST_CRASH_SEED=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   std::array<int, kPhaseCount> by_phase{};
   int trials = 0, mid_publication = 0, staging = 0, gc = 0, uncommitted = 0, head_temp = 0;
   const auto start = Clock::now();
