@@ -237,7 +237,7 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
   auto json_flag = std::make_shared<bool>(true);
   a->add_flag("--json", *json_flag,
               "Accepted for symmetry with bench delta; the output is always JSON");
-  a->callback([acfg, &exit_code] {
+  a->callback([acfg, json_flag, &exit_code] {  // json_flag: the flag's storage lives on
     auto r = run_adapter_benchmark(*acfg);
     if (!r.ok()) {
       exit_code = report(r.status());
@@ -263,7 +263,7 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
       ->check(number_in<size_t>(1, kMaxThreads));
   auto co_json = std::make_shared<bool>(true);
   co->add_flag("--json", *co_json, "Accepted for symmetry; the output is always JSON");
-  co->callback([ccfg, &exit_code] {
+  co->callback([ccfg, co_json, &exit_code] {  // co_json: the flag's storage lives on
     auto r = run_coalesce_benchmark(*ccfg);
     if (!r.ok()) {
       exit_code = report(r.status());
@@ -306,7 +306,7 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
       ->check(number_in<int>(1, kMaxRepetitions));
   auto jb_json = std::make_shared<bool>(true);
   jb->add_flag("--json", *jb_json, "Accepted for symmetry; the output is always JSON");
-  jb->callback([jcfg, &exit_code] {
+  jb->callback([jcfg, jb_json, &exit_code] {  // jb_json: the flag's storage lives on
     jcfg->log = [](const std::string& line) {
       std::fprintf(stderr, "weightcast: %s\n", line.c_str());
     };
