@@ -271,6 +271,8 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
     return invalid_argument("bench ucx: --publisher-netns and --publisher-address go together");
   }
   RETURN_IF_ERROR(publishers.start(groups, sizes, c.publisher_netns));
+  const std::string publisher_address =
+      c.publisher_address.empty() ? PerftestRun{}.server_address : c.publisher_address;
   nlohmann::json cases = nlohmann::json::array();
   for (size_t t = 0; t < groups.size(); ++t) {
     const std::string& tls = groups[t].tls;
@@ -321,10 +323,9 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
         auto w = time_fetches(subscriber, *part, dest, iterations);
         if (!w.ok()) return w.status().with_context("bench ucx: " + what + ": fetch");
         ours.push_back(*w);
-        auto p = run_ucx_perftest(perftest,
-                                  {tls, bytes, iterations, warmup, c.publisher_netns,
-                                   c.publisher_address.empty() ? "127.0.0.1" : c.publisher_address},
-                                  publishers[t].dir);
+        auto p = run_ucx_perftest(
+            perftest, {tls, bytes, iterations, warmup, c.publisher_netns, publisher_address},
+            publishers[t].dir);
         if (!p.ok()) return p.status().with_context("bench ucx: " + what + ": ucx_perftest");
         theirs.push_back(*p);
         char line[160];
@@ -365,7 +366,7 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
       {"ucx_version", ucp_get_version_string()},
       {"perftest", perftest},
       {"publisher_netns", c.publisher_netns},
-      {"publisher_address", c.publisher_address.empty() ? "127.0.0.1" : c.publisher_address},
+      {"publisher_address", publisher_address},
       {"perftest_command",
        "UCX_TLS=<tls> ucx_perftest <publisher_address> -p <port> -t ucp_get -s "
        "<part_bytes> -n <iterations> -w <warmup>"},

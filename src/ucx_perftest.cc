@@ -68,9 +68,9 @@ class Child {
     return ok_status();
   }
 
-  // The exit status once the process has ended; nullopt while it runs.
   pid_t pid() const { return pid_; }
 
+  // The exit status once the process has ended; nullopt while it runs.
   std::optional<int> poll_exit() {
     int status = 0;
     if (pid_ <= 0 || ::waitpid(pid_, &status, WNOHANG) != pid_) return std::nullopt;
