@@ -29,10 +29,16 @@ def weightcastd_path():
     raise FileNotFoundError("weightcastd not found: set WEIGHTCASTD or put it on PATH")
 
 
-def free_loopback_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def listen_on_loopback():
+    """A TCP socket listening on 127.0.0.1 at a port the kernel chose.
+
+    The coordinator is handed this very socket (``weightcastd --listen-fd``): the port is bound
+    once, so no other process can take it between choosing it and serving it.
+    """
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(128)
+    return s
 
 
 class LocalGroup:
@@ -54,11 +60,13 @@ class LocalGroup:
         self.subscribers = subscribers
         self.config = os.path.join(self.work_dir, "group.yaml")
         self.journal = os.path.join(self.work_dir, "journal")
+        self._listener = listen_on_loopback()
+        port = self._listener.getsockname()[1]
         t = {"heartbeat_ms": 100, "dead_after_ms": 3000, "ack_timeout_ms": 20000}
         t.update(timeouts or {})
         lines = [
             f"group_id: {group_id}",
-            f'coordinator: {{endpoint: "tcp://127.0.0.1:{free_loopback_port()}"}}',
+            f'coordinator: {{endpoint: "tcp://127.0.0.1:{port}"}}',
             f"journal: {{root: journal, anchor_every: {anchor_every}, retain_anchors: 2}}",
             f"transports: [{', '.join(transports)}]",
             f"max_in_flight: {max_in_flight}",
@@ -80,10 +88,11 @@ class LocalGroup:
         with open(self.config, "w") as f:
             f.write("\n".join(lines) + "\n")
         self._log = open(os.path.join(self.work_dir, "coordinator.log"), "wb")
+        fd = self._listener.fileno()
         self._coordinator = subprocess.Popen(
             [weightcastd or weightcastd_path(), "--config", self.config, "--rank", "0",
-             "--threads", "1"],
-            stdout=self._log, stderr=subprocess.STDOUT)
+             "--threads", "1", "--listen-fd", str(fd)],
+            stdout=self._log, stderr=subprocess.STDOUT, pass_fds=(fd,))
 
     publisher_rank = 1
 
@@ -106,6 +115,7 @@ class LocalGroup:
                 p.kill()
                 p.wait()
         self._log.close()
+        self._listener.close()
 
     def __enter__(self):
         return self

@@ -26,8 +26,9 @@ Result<std::unique_ptr<Coordinator>> Coordinator::start(const proto::GroupConfig
   ASSIGN_OR_RETURN(CurveServerOptions curve, coordinator_curve(config));
   const std::string bind =
       config.coordinator_bind().empty() ? config.coordinator_endpoint() : config.coordinator_bind();
-  ASSIGN_OR_RETURN(std::unique_ptr<ControlServer> server,
-                   ControlServer::bind(bind, curve, MessageLimits{}, options.log));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<ControlServer> server,
+      ControlServer::bind(bind, curve, MessageLimits{}, options.log, options.listen_fd));
   if (std::error_code ec; !config.journal_root().empty() &&
                           std::filesystem::exists(config.journal_root(), ec) &&
                           !std::filesystem::is_directory(config.journal_root(), ec)) {

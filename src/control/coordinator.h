@@ -23,6 +23,9 @@ struct CoordinatorOptions {
   std::chrono::milliseconds journal_poll{200};
   std::chrono::milliseconds offer_grace{2000};  // HEAD ahead of every offer for this long
   ControlLog log;                               // one line per event
+  // An inherited listening TCP socket to serve instead of binding the endpoint
+  // (weightcastd --listen-fd; listen_socket.h); the coordinator owns and closes it.
+  int listen_fd = -1;
 };
 
 class Coordinator {

@@ -14,6 +14,7 @@
 #include <utility>
 #include <zmq.hpp>
 
+#include "src/control/listen_socket.h"
 #include "src/control/rate_limited_log.h"
 #include "src/control/zmq_zap_handler.h"
 
@@ -161,7 +162,8 @@ ControlServer::~ControlServer() {
 Result<std::unique_ptr<ControlServer>> ControlServer::bind(const std::string& endpoint,
                                                            const CurveServerOptions& curve,
                                                            const MessageLimits& limits,
-                                                           ControlLog log) {
+                                                           ControlLog log, int listen_fd) {
+  if (listen_fd >= 0) RETURN_IF_ERROR(check_listen_socket(listen_fd, endpoint));
   auto impl = std::make_unique<Impl>();
   impl->limits = limits;
   impl->curve_enabled = curve.enabled;
@@ -191,6 +193,8 @@ Result<std::unique_ptr<ControlServer>> ControlServer::bind(const std::string& en
         impl->router.set(zmq::sockopt::curve_publickey, curve.public_z85);
       impl->router.set(zmq::sockopt::zap_domain, "weightcast");
     }
+    // ZMQ_USE_FD: the listener adopts the socket (and closes it with the ROUTER).
+    if (listen_fd >= 0) impl->router.set(zmq::sockopt::use_fd, listen_fd);
     impl->router.bind(endpoint);
     impl->endpoint = impl->router.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {

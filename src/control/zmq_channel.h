@@ -53,11 +53,13 @@ struct IncomingMessage {
 class ControlServer {
  public:
   // Binds a ROUTER at `endpoint` ("tcp://127.0.0.1:5555", "tcp://127.0.0.1:*" for any free
-  // port, "ipc:///path"); errors name the endpoint.
+  // port, "ipc:///path"); errors name the endpoint. With `listen_fd` >= 0 the ROUTER serves
+  // that already listening TCP socket instead (listen_socket.h checks it first); the server
+  // owns it from then on and closes it when destroyed.
   static Result<std::unique_ptr<ControlServer>> bind(const std::string& endpoint,
                                                      const CurveServerOptions& curve,
                                                      const MessageLimits& limits = {},
-                                                     ControlLog log = nullptr);
+                                                     ControlLog log = nullptr, int listen_fd = -1);
   ~ControlServer();
 
   // The endpoint actually bound (with the port chosen for "*").

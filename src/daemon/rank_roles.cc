@@ -30,6 +30,7 @@ bool stopping(const DaemonOptions& o) {
 Status run_coordinator_rank(const proto::GroupConfig& config, const DaemonOptions& options) {
   CoordinatorOptions co;
   co.log = options.log;
+  co.listen_fd = options.listen_fd;
   ASSIGN_OR_RETURN(std::unique_ptr<Coordinator> coordinator, Coordinator::start(config, co));
   say(options, "coordinator: serving on " + coordinator->endpoint());
   while (!stopping(options)) RETURN_IF_ERROR(coordinator->step(milliseconds(50)));

@@ -15,7 +15,8 @@ struct DaemonOptions {
   uint32_t rank = 0;
   size_t threads = 0;
   uint64_t start_version = 0;
-  bool stay = false;  // publisher: keep running after the last demo version
+  bool stay = false;   // publisher: keep running after the last demo version
+  int listen_fd = -1;  // coordinator: an inherited listening socket (--listen-fd)
   ControlLog log;
   std::function<bool()> stop_requested;  // SIGTERM/SIGINT seen
 };

@@ -25,6 +25,7 @@
 #include "src/cli/path_flags.h"
 #include "src/control/coordinator.h"
 #include "src/control/group_config.h"
+#include "src/control/listen_socket.h"
 #include "src/daemon/rank_roles.h"
 
 namespace {
@@ -57,6 +58,10 @@ int run(int argc, char** argv) {
       ->check(number_in<uint64_t>(0, cli::kMaxVersion));
   app.add_flag("--stay", options.stay,
                "Publisher: keep running after the demo model's last version");
+  app.add_option("--listen-fd", options.listen_fd,
+                 "Coordinator: serve this inherited listening TCP socket instead of binding the "
+                 "endpoint (systemd socket activation passes 3); its port must be the endpoint's")
+      ->check(number_in<int>(0, std::numeric_limits<int>::max()));
   app.add_option("--log-level", level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   try {
@@ -77,6 +82,19 @@ int run(int argc, char** argv) {
   if (!entry.ok()) {
     std::fprintf(stderr, "weightcastd: %s\n", entry.status().to_string().c_str());
     return 2;
+  }
+  if (options.listen_fd >= 0 && entry->role() != proto::ROLE_COORDINATOR) {
+    std::fprintf(stderr, "weightcastd: --listen-fd is for the coordinator; rank %u is a %s\n", rank,
+                 std::string(role_name(entry->role())).c_str());
+    return 2;
+  }
+  if (options.listen_fd >= 0) {
+    const std::string bind = config->coordinator_bind().empty() ? config->coordinator_endpoint()
+                                                                : config->coordinator_bind();
+    if (Status s = check_listen_socket(options.listen_fd, bind); !s.ok()) {
+      std::fprintf(stderr, "weightcastd: %s\n", s.to_string().c_str());
+      return 2;
+    }
   }
   if (entry->role() == proto::ROLE_PUBLISHER &&
       options.start_version > cli::kMaxVersion - config->demo().versions()) {

@@ -33,7 +33,7 @@ TEST(CoordinatorJournalOffers, EveryVersionPublishedWithoutAnOfferIsOfferedInOrd
   ASSERT_TRUE(writer.ok()) << writer.status().to_string();
   ASSERT_TRUE(publish_model_through(writer->get(), &model, 0).ok());
 
-  CoordinatorThread coordinator(g.config());
+  CoordinatorThread coordinator(g);
   ASSERT_TRUE(coordinator.ok()) << coordinator.error();
   std::optional<proto::StatusReply> s;
   ASSERT_TRUE(eventually(

@@ -67,7 +67,7 @@ std::string part_bytes(const std::string& journal, uint64_t v) {
 void publish_with_snapshot(const TestGroup& g, const std::string& where) {
   proto::GroupConfig config = g.config();
   config.mutable_publisher()->set_snapshot(where);
-  CoordinatorThread coordinator(config);
+  CoordinatorThread coordinator(config, g.listen_fd());
   ASSERT_TRUE(coordinator.ok()) << coordinator.error();
   auto p = Publisher::start(config, one_thread<PublisherOptions>(1));
   ASSERT_TRUE(p.ok()) << p.status().to_string();
@@ -115,7 +115,7 @@ TEST(CudaDeviceSnapshot, HookedWritesFromDeviceMemoryReachTheEngine) {
   spec.subscribers = 1;
   spec.anchor_every = 3;
   TestGroup g(spec);
-  CoordinatorThread coordinator(g.config());
+  CoordinatorThread coordinator(g);
   ASSERT_TRUE(coordinator.ok());
   auto p = Publisher::start(g.config(), one_thread<PublisherOptions>(1));
   ASSERT_TRUE(p.ok()) << p.status().to_string();

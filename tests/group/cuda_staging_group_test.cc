@@ -135,7 +135,7 @@ TEST(CudaStagingEndpoints, GpuTensorsJournaledAndCaughtUp) {
   spec.subscribers = 2;
   spec.anchor_every = 3;
   TestGroup g(spec);
-  CoordinatorThread coordinator(g.config());
+  CoordinatorThread coordinator(g);
   ASSERT_TRUE(coordinator.ok()) << coordinator.error();
   PublisherOptions po = one_thread<PublisherOptions>(1);
   po.threads = 2;

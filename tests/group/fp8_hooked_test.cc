@@ -71,7 +71,7 @@ Status write_version(PublishStep& step, PackedTrainer& live, const PackedTrainer
 
 // A coordinator thread, one engine and a publisher of the trainer's tensors (hooked or not).
 struct Fp8Group {
-  explicit Fp8Group(TensorUpdates updates) : group(spec()), coordinator(group.config()) {
+  explicit Fp8Group(TensorUpdates updates) : group(spec()), coordinator(group) {
     if (Status s = start(updates); !s.ok()) error = s.to_string();
   }
   Status start(TensorUpdates updates) {
@@ -209,7 +209,7 @@ TEST(Fp8Hooked, ACudaSourceWrittenFromDeviceAndHostMemory) {
   GroupSpec spec = fp8_group();
   spec.anchor_every = 3;
   TestGroup g(spec);
-  CoordinatorThread coordinator(g.config());
+  CoordinatorThread coordinator(g);
   ASSERT_TRUE(coordinator.ok()) << coordinator.error();
   Fp8Engine engine;
   auto sub = Subscriber::create(g.config(), one_thread<SubscriberOptions>(2));

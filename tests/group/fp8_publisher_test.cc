@@ -32,7 +32,7 @@ TEST(Fp8Publisher, StridedSourcesInBandsAndARestartContinuesWithADelta) {
   spec.anchor_every = 10;
   TestGroup g(spec);
   ASSERT_TRUE(g.config().fp8().enabled());
-  CoordinatorThread coordinator(g.config());
+  CoordinatorThread coordinator(g);
   ASSERT_TRUE(coordinator.ok()) << coordinator.error();
   PackedTrainer trainer;
   Fp8Engine engine;
@@ -104,7 +104,7 @@ TEST(Fp8Publisher, RefusesSelectedTensorsItCannotQuantiseByName) {
 
 TEST(Fp8Publisher, ACudaSourceThatCannotBeReadFailsTheVersionNamingIt) {
   TestGroup g(fp8_group());
-  CoordinatorThread coordinator(g.config());
+  CoordinatorThread coordinator(g);
   ASSERT_TRUE(coordinator.ok()) << coordinator.error();
   auto publisher = Publisher::start(g.config(), one_thread<PublisherOptions>(1));
   ASSERT_TRUE(publisher.ok()) << publisher.status().to_string();
@@ -127,7 +127,7 @@ TEST(Fp8Publisher, ACudaSourceIsQuantisedOnItsGpuAsTheCpuWould) {
   std::string why;
   if (!cuda_codec::device_usable(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
   TestGroup g(fp8_group());
-  CoordinatorThread coordinator(g.config());
+  CoordinatorThread coordinator(g);
   ASSERT_TRUE(coordinator.ok()) << coordinator.error();
   PackedTrainer trainer;
   void* device = nullptr;

@@ -30,7 +30,7 @@ TEST(GroupEndpoint, StridedViewsCallbacksAndReads) {
   GroupSpec spec;
   spec.subscribers = 1;
   TestGroup g(spec);
-  CoordinatorThread coordinator(g.config());
+  CoordinatorThread coordinator(g);
   ASSERT_TRUE(coordinator.ok()) << coordinator.error();
   Weights trainer, engine;
   auto publisher = Publisher::start(g.config(), one_thread<PublisherOptions>(1));
@@ -187,7 +187,7 @@ TEST(GroupEndpoint, CorruptPartIsNackedAndRecoveredWithoutUnverifiedState) {
 TEST(GroupEndpoint, ProtocolMismatchIsRefusedNamingBothRanges) {
   GroupSpec spec;
   TestGroup g(spec);
-  CoordinatorThread coordinator(g.config());
+  CoordinatorThread coordinator(g);
   ASSERT_TRUE(coordinator.ok()) << coordinator.error();
   RankLinkOptions o;
   o.rank = 2;
@@ -216,7 +216,7 @@ TEST(GroupEndpoint, WrongCurveKeyIsRefused) {
   GroupSpec spec;
   spec.curve = true;
   TestGroup g(spec);
-  CoordinatorThread coordinator(g.config());
+  CoordinatorThread coordinator(g);
   ASSERT_TRUE(coordinator.ok()) << coordinator.error();
   // The right key: welcomed.
   RankLinkOptions o;
@@ -258,7 +258,7 @@ TEST(GroupEndpoint, WrongCurveKeyIsRefused) {
 TEST(GroupEndpoint, HostileMessagesAreDroppedAndTheCoordinatorGoesOn) {
   GroupSpec spec;
   TestGroup g(spec);
-  CoordinatorThread coordinator(g.config());
+  CoordinatorThread coordinator(g);
   ASSERT_TRUE(coordinator.ok()) << coordinator.error();
   void* ctx = zmq_ctx_new();
   void* raw = zmq_socket(ctx, ZMQ_DEALER);

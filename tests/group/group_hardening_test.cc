@@ -46,7 +46,7 @@ TEST(GroupHardening, JournalRecreatedUnderTheGroupIsReloadedFromItsAnchor) {
   spec.subscribers = 1;
   spec.versions = 6;
   TestGroup g(spec);
-  RankProcess coordinator(g.config_path(), 0, g.dir() + "/r0.log");
+  RankProcess coordinator(g.config_path(), 0, g.dir() + "/r0.log", g.coordinator_args());
   RankProcess sub(g.config_path(), 2, g.dir() + "/r2.log");
   auto publisher = std::make_unique<RankProcess>(g.config_path(), 1, g.dir() + "/r1.log",
                                                  std::vector<std::string>{"--stay"});
@@ -84,7 +84,7 @@ TEST(GroupHardening, ASecondProcessForALiveRankIsRefusedNamingBoth) {
   spec.subscribers = 1;
   spec.versions = 2;
   TestGroup g(spec);
-  RankProcess coordinator(g.config_path(), 0, g.dir() + "/r0.log");
+  RankProcess coordinator(g.config_path(), 0, g.dir() + "/r0.log", g.coordinator_args());
   RankProcess publisher(g.config_path(), 1, g.dir() + "/r1.log", {"--stay"});
   RankProcess first(g.config_path(), 2, g.dir() + "/r2.log");
   ASSERT_TRUE(eventually([&] { return live_at(g, 2, 2); }, seconds(60))) << coordinator.log();
@@ -192,7 +192,7 @@ TEST(GroupHardening, ACoordinatorWhoseJournalRootIsAFileDoesNotStart) {
   GroupSpec spec;
   TestGroup g(spec);
   std::ofstream(g.journal()) << "not a directory\n";
-  RankProcess coordinator(g.config_path(), 0, g.dir() + "/r0.log");
+  RankProcess coordinator(g.config_path(), 0, g.dir() + "/r0.log", g.coordinator_args());
   const auto code = coordinator.wait_exit(seconds(20));
   ASSERT_TRUE(code.has_value());
   EXPECT_NE(*code, 0);

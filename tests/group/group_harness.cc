@@ -1,17 +1,22 @@
 #include "tests/group/group_harness.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "src/control/curve_keys.h"
 #include "src/control/group_config.h"
-#include "src/control/group_init.h"
 
 namespace weightcast::testing {
 
@@ -19,13 +24,35 @@ std::string weightcastd_path() {
   return WEIGHTCASTD_PATH;
 }
 
+namespace {
+
+// A TCP socket listening on 127.0.0.1 at a port the kernel chose, close-on-exec; its port.
+// Asserts (and returns 0) when the kernel refuses.
+uint16_t bind_loopback_listener(int* fd_out) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(fd, 128) != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ADD_FAILURE() << "cannot listen on a loopback port: " << std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    return 0;
+  }
+  *fd_out = fd;
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace
+
 TestGroup::TestGroup(const GroupSpec& spec) {
   std::string pattern = (std::filesystem::temp_directory_path() / "wc_group.XXXXXX").string();
   dir_ = ::mkdtemp(pattern.data()) != nullptr ? pattern : "";
   config_path_ = dir_ + "/group.yaml";
-  auto port = free_loopback_port();
+  const uint16_t port = bind_loopback_listener(&listen_fd_);
   std::ostringstream y;
-  y << "group_id: test\ncoordinator: {endpoint: \"tcp://127.0.0.1:" << port.value() << "\"}\n"
+  y << "group_id: test\ncoordinator: {endpoint: \"tcp://127.0.0.1:" << port << "\"}\n"
     << "journal: {root: journal, anchor_every: " << spec.anchor_every << ", retain_anchors: 2}\n"
     << "transports: " << spec.transports << "\nmax_in_flight: " << spec.max_in_flight << "\n"
     << "timeouts: {heartbeat_ms: " << spec.heartbeat_ms << ", dead_after_ms: " << spec.dead_after_ms
@@ -72,10 +99,15 @@ TestGroup::TestGroup(const GroupSpec& spec) {
 }
 
 TestGroup::~TestGroup() {
+  if (listen_fd_ >= 0) ::close(listen_fd_);
   std::error_code ec;
   if (!dir_.empty() && !std::getenv("WEIGHTCAST_KEEP_TEST_DIRS")) {
     std::filesystem::remove_all(dir_, ec);
   }
+}
+
+std::vector<std::string> TestGroup::coordinator_args() const {
+  return {"--listen-fd", std::to_string(listen_fd_)};
 }
 
 std::string TestGroup::write_config_variant(const std::string& name,
@@ -91,8 +123,13 @@ RankProcess::RankProcess(const std::string& config_path, uint32_t rank, const st
   std::vector<std::string> args{weightcastd_path(),   "--config",  config_path, "--rank",
                                 std::to_string(rank), "--threads", "1"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
+  int inherited_fd = -1;
+  for (size_t i = 0; i + 1 < extra_args.size(); ++i) {
+    if (extra_args[i] == "--listen-fd") inherited_fd = std::stoi(extra_args[i + 1]);
+  }
   pid_ = ::fork();
   if (pid_ == 0) {
+    if (inherited_fd >= 0) ::fcntl(inherited_fd, F_SETFD, 0);  // survives the exec below
     const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
       ::dup2(fd, 1);
@@ -138,8 +175,14 @@ std::string RankProcess::log() const {
   return s.str();
 }
 
-CoordinatorThread::CoordinatorThread(const proto::GroupConfig& config) {
-  auto c = Coordinator::start(config);
+CoordinatorThread::CoordinatorThread(const TestGroup& group)
+    : CoordinatorThread(group.config(), group.listen_fd()) {}
+
+CoordinatorThread::CoordinatorThread(const proto::GroupConfig& config, int listen_fd) {
+  CoordinatorOptions options;
+  // The coordinator closes the socket it serves; the group keeps its own for restarts.
+  options.listen_fd = listen_fd >= 0 ? ::fcntl(listen_fd, F_DUPFD_CLOEXEC, 0) : -1;
+  auto c = Coordinator::start(config, options);
   if (!c.ok()) {
     error_ = c.status().to_string();
     return;

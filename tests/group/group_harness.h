@@ -1,4 +1,4 @@
-// Helpers of the rank group tests: a temp group (config, keys, free loopback port), ranks as
+// Helpers of the rank group tests: a temp group (config, keys, a bound loopback port), ranks as
 // real weightcastd processes (fork + exec, killed with any signal), an in-process coordinator
 // thread, and bounded waits.
 #pragma once
@@ -29,7 +29,7 @@ struct GroupSpec {
   uint32_t step_interval_ms = 0;
   uint64_t anchor_every = 5;
   uint32_t heartbeat_ms = 100;
-  uint32_t dead_after_ms = 1500;
+  uint32_t dead_after_ms = 3000;  // 30 heartbeats: no live rank dropped on a loaded machine
   uint32_t ack_timeout_ms = 20000;
   uint32_t lease_ttl_ms = 60000;
   uint32_t max_in_flight = 2;
@@ -45,6 +45,8 @@ class TestGroup {
  public:
   explicit TestGroup(const GroupSpec& spec);
   ~TestGroup();
+  TestGroup(const TestGroup&) = delete;
+  TestGroup& operator=(const TestGroup&) = delete;
 
   const std::string& dir() const { return dir_; }
   const std::string& config_path() const { return config_path_; }
@@ -57,14 +59,23 @@ class TestGroup {
   // The YAML text of the config.
   const std::string& yaml() const { return yaml_; }
 
+  // The coordinator's listening socket, bound to the config's port once for the whole test
+  // and kept open (a restarted coordinator serves the same socket; no other process can
+  // take the port in between). Pass coordinator_args() to a rank 0 RankProcess;
+  // CoordinatorThread(const TestGroup&) hands a duplicate to its coordinator.
+  int listen_fd() const { return listen_fd_; }
+  std::vector<std::string> coordinator_args() const;
+
  private:
   std::string dir_;
   std::string config_path_;
   std::string yaml_;
   proto::GroupConfig config_;
+  int listen_fd_ = -1;
 };
 
-// One weightcastd process; killed with SIGKILL on destruction if still running.
+// One weightcastd process; killed with SIGKILL on destruction if still running. The fd
+// after a "--listen-fd" in `extra_args` is kept open across exec for it.
 class RankProcess {
  public:
   RankProcess(const std::string& config_path, uint32_t rank, const std::string& log_path,
@@ -85,7 +96,10 @@ class RankProcess {
 // A Coordinator served by a thread of the test process.
 class CoordinatorThread {
  public:
-  explicit CoordinatorThread(const proto::GroupConfig& config);
+  // Serves `config`; with `listen_fd` >= 0, a duplicate of that listening socket.
+  explicit CoordinatorThread(const proto::GroupConfig& config, int listen_fd = -1);
+  // Serves the group's config on its listening socket.
+  explicit CoordinatorThread(const TestGroup& group);
   ~CoordinatorThread();
   bool ok() const { return coordinator_ != nullptr; }
   const std::string& error() const { return error_; }

@@ -31,6 +31,14 @@ bool all_at(const TestGroup& group, uint32_t subscribers, uint64_t version) {
   return true;
 }
 
+// Whether process `pid` is stopped (state T in /proc/PID/stat): it reached its fault point.
+bool stopped(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'T';
+}
+
 std::string logs(const std::vector<RankProcess*>& ranks) {
   std::string out;
   for (auto* r : ranks) out += "---- pid " + std::to_string(r->pid()) + "\n" + r->log();
@@ -42,7 +50,7 @@ TEST(GroupProcess, JoinCommitAndLeave) {
   spec.curve = true;
   spec.versions = 6;
   TestGroup g(spec);
-  RankProcess coordinator(g.config_path(), 0, g.dir() + "/r0.log");
+  RankProcess coordinator(g.config_path(), 0, g.dir() + "/r0.log", g.coordinator_args());
   RankProcess sub2(g.config_path(), 2, g.dir() + "/r2.log");
   RankProcess sub3(g.config_path(), 3, g.dir() + "/r3.log");
   RankProcess publisher(g.config_path(), 1, g.dir() + "/r1.log", {"--stay"});
@@ -78,23 +86,31 @@ TEST(GroupProcess, CoordinatorKilledAndRestartedMidRun) {
   spec.versions = 12;
   spec.step_interval_ms = 150;
   TestGroup g(spec);
-  auto coordinator = std::make_unique<RankProcess>(g.config_path(), 0, g.dir() + "/r0.log");
+  auto coordinator =
+      std::make_unique<RankProcess>(g.config_path(), 0, g.dir() + "/r0.log", g.coordinator_args());
   RankProcess sub2(g.config_path(), 2, g.dir() + "/r2.log");
   RankProcess sub3(g.config_path(), 3, g.dir() + "/r3.log");
   RankProcess publisher(g.config_path(), 1, g.dir() + "/r1.log", {"--stay"});
+  uint64_t committed = 0;
   ASSERT_TRUE(eventually(
       [&] {
         auto s = group_status(g.config());
-        return s && s->has_committed() && s->committed_version() >= 3;
+        if (s && s->has_committed()) committed = s->committed_version();
+        return committed >= 3;
       },
       seconds(60)))
       << logs({coordinator.get(), &publisher, &sub2, &sub3});
   coordinator->signal(SIGKILL);
   ASSERT_TRUE(coordinator->wait_exit(seconds(10)).has_value());
-  // The ranks keep going (the journal is the data path); a new coordinator rebuilds its
-  // state from the journal HEAD and the ranks' Hellos.
-  std::this_thread::sleep_for(milliseconds(500));
-  coordinator = std::make_unique<RankProcess>(g.config_path(), 0, g.dir() + "/r0b.log");
+  // The ranks keep going (the journal is the data path): the publisher puts a version the
+  // killed coordinator never committed into the journal; a new coordinator rebuilds its state
+  // from the journal HEAD and the ranks' Hellos and must carry that version through.
+  const std::string uncommitted = JournalLayout(g.journal()).manifest(committed + 1);
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(uncommitted); }, seconds(30)))
+      << uncommitted << "\n"
+      << publisher.log();
+  coordinator =
+      std::make_unique<RankProcess>(g.config_path(), 0, g.dir() + "/r0b.log", g.coordinator_args());
   ASSERT_TRUE(eventually([&] { return all_at(g, 2, 12); }, seconds(90)))
       << logs({coordinator.get(), &publisher, &sub2, &sub3});
   auto s = group_status(g.config());
@@ -108,14 +124,6 @@ TEST(GroupProcess, CoordinatorKilledAndRestartedMidRun) {
   EXPECT_GE(std::stoull(log.substr(at + 12)), 3u) << log;
 }
 
-// Whether process `pid` is stopped (state T in /proc/PID/stat): it reached its fault point.
-bool stopped(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const size_t paren = text.rfind(')');
-  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'T';
-}
-
 // A publisher started with WEIGHTCAST_STOP_AT=`point` (transport/fault_point.h), stopped
 // there, then killed with SIGKILL: the kill lands exactly at the point. The group must go on
 // from HEAD with a restarted publisher, every engine verified, none ever holding the killed
@@ -126,7 +134,7 @@ void kill_publisher_at(const std::string& point, uint64_t version) {
   spec.versions = 10;
   spec.step_interval_ms = 100;
   TestGroup g(spec);
-  RankProcess coordinator(g.config_path(), 0, g.dir() + "/r0.log");
+  RankProcess coordinator(g.config_path(), 0, g.dir() + "/r0.log", g.coordinator_args());
   RankProcess sub2(g.config_path(), 2, g.dir() + "/r2.log");
   const std::string stop_at = point + ":" + std::to_string(version);
   ::setenv("WEIGHTCAST_STOP_AT", stop_at.c_str(), 1);
@@ -182,11 +190,11 @@ TEST(GroupProcess, SilentSubscriberIsDroppedAndItsLeaseExpires) {
   spec.versions = 40;
   spec.anchor_every = 100;  // a late joiner replays many deltas: a wide lease window
   spec.step_interval_ms = 100;
-  spec.dead_after_ms = 1000;
+  spec.dead_after_ms = 2000;
   spec.lease_ttl_ms = 1500;
   spec.subscribers = 2;
   TestGroup g(spec);
-  RankProcess coordinator(g.config_path(), 0, g.dir() + "/r0.log");
+  RankProcess coordinator(g.config_path(), 0, g.dir() + "/r0.log", g.coordinator_args());
   RankProcess sub2(g.config_path(), 2, g.dir() + "/r2.log");
   RankProcess publisher(g.config_path(), 1, g.dir() + "/r1.log", {"--stay"});
   ASSERT_TRUE(eventually(
@@ -196,23 +204,15 @@ TEST(GroupProcess, SilentSubscriberIsDroppedAndItsLeaseExpires) {
       },
       seconds(60)));
   const std::string lease = JournalLayout(g.journal()).lease("rank-3");
-  bool stopped_with_lease = false;
-  std::unique_ptr<RankProcess> sub3;
-  for (int attempt = 0; attempt < 5 && !stopped_with_lease; ++attempt) {
-    sub3 = std::make_unique<RankProcess>(g.config_path(), 3, g.dir() + "/r3.log");
-    const auto until = std::chrono::steady_clock::now() + seconds(20);
-    while (std::chrono::steady_clock::now() < until) {
-      std::error_code ec;
-      if (std::filesystem::exists(lease, ec)) {
-        sub3->signal(SIGSTOP);
-        stopped_with_lease = std::filesystem::exists(lease, ec);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-    if (!stopped_with_lease) sub3.reset();
-  }
-  ASSERT_TRUE(stopped_with_lease) << "never caught rank 3 holding its lease";
+  // Rank 3 joins late and stops itself (SIGSTOP) with its replay lease written, before the
+  // replay: from then on it is silent while holding the lease (transport/fault_point.h).
+  ::setenv("WEIGHTCAST_STOP_AT", "journal.leased:*", 1);
+  auto sub3 = std::make_unique<RankProcess>(g.config_path(), 3, g.dir() + "/r3.log");
+  ::unsetenv("WEIGHTCAST_STOP_AT");
+  ASSERT_TRUE(eventually([&] { return stopped(sub3->pid()); }, seconds(60)))
+      << "rank 3 never reached journal.leased\n"
+      << sub3->log();
+  ASSERT_TRUE(std::filesystem::exists(lease)) << lease;
   // Dropped after dead_after of silence; the group goes on committing without it.
   ASSERT_TRUE(eventually(
       [&] {
@@ -252,6 +252,23 @@ TEST(GroupProcess, BadConfigExitsWithTheFieldNamed) {
   RankProcess unknown(g.config_path(), 42, g.dir() + "/unknown.log");
   EXPECT_EQ(unknown.wait_exit(seconds(20)), 2);
   EXPECT_NE(unknown.log().find("42"), std::string::npos) << unknown.log();
+}
+
+TEST(GroupProcess, ListenFdIsForACoordinatorOnItsEndpointsPort) {
+  GroupSpec spec;
+  TestGroup g(spec);
+  RankProcess publisher(g.config_path(), 1, g.dir() + "/r1.log", g.coordinator_args());
+  EXPECT_EQ(publisher.wait_exit(seconds(20)), 2);
+  EXPECT_NE(publisher.log().find("--listen-fd is for the coordinator"), std::string::npos)
+      << publisher.log();
+  // The group's socket listens on the config's port; this config names another one.
+  std::string yaml = g.yaml();
+  const size_t at = yaml.find("tcp://127.0.0.1:") + std::string("tcp://127.0.0.1:").size();
+  yaml.replace(at, yaml.find('"', at) - at, "1");
+  const std::string path = g.write_config_variant("other_port.yaml", yaml);
+  RankProcess coordinator(path, 0, g.dir() + "/r0.log", g.coordinator_args());
+  EXPECT_EQ(coordinator.wait_exit(seconds(20)), 2);
+  EXPECT_NE(coordinator.log().find("listens on port"), std::string::npos) << coordinator.log();
 }
 
 }  // namespace

@@ -72,7 +72,7 @@ TEST(HookedAnchor, ShardsAreWrittenDuringTheStepAndOpenInTheSafetensorsPackage) 
   spec.subscribers = 2;  // the second joins late
   spec.anchor_every = 3;
   TestGroup g(spec);
-  CoordinatorThread coordinator(g.config());
+  CoordinatorThread coordinator(g);
   ASSERT_TRUE(coordinator.ok()) << coordinator.error();
   auto p = Publisher::start(g.config(), one_thread<PublisherOptions>(1));
   ASSERT_TRUE(p.ok()) << p.status().to_string();

@@ -63,7 +63,7 @@ Status write_version(PublishStep& step, Weights& live, uint64_t v, const StepFau
 
 // A coordinator thread and a publisher whose tensors are registered as `hooked` says.
 struct HookedTrainer {
-  HookedTrainer(const TestGroup& g, std::set<std::string> hooked) : coordinator(g.config()) {
+  HookedTrainer(const TestGroup& g, std::set<std::string> hooked) : coordinator(g) {
     auto p = Publisher::start(g.config(), one_thread<PublisherOptions>(1));
     if (!p.ok()) {
       error = p.status().to_string();
@@ -139,7 +139,7 @@ TEST(HookedPublisher, StepsReachTheEngineVerifiedAndTheirRecordsAreSnapshotModes
 // (96 MiB) that its guard outlasts the writing of a sparse record by far.
 TEST(HookedPublisher, TheNextStepMayWriteOnceTheReadsAreDone) {
   TestGroup g(one_engine());
-  CoordinatorThread coordinator(g.config());
+  CoordinatorThread coordinator(g);
   ASSERT_TRUE(coordinator.ok()) << coordinator.error();
   auto started = Publisher::start(g.config(), one_thread<PublisherOptions>(1));
   ASSERT_TRUE(started.ok()) << started.status().to_string();

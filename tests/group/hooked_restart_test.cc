@@ -53,7 +53,7 @@ Status write_all(PublishStep& step, Weights& live, uint64_t v, bool only_packed 
 // The child: versions 1 and 2 published, then half of version 3 written; says so on `ready`
 // and waits to be killed.
 [[noreturn]] void child(const TestGroup& g, int ready) {
-  CoordinatorThread coordinator(g.config());
+  CoordinatorThread coordinator(g);
   auto p = Publisher::start(g.config(), one_thread<PublisherOptions>(1));
   Weights w;
   w.set(0);
@@ -101,7 +101,7 @@ TEST(HookedRestart, ASigkilledStepLeavesThePreviousVersionAndTheRestartPublishes
   EXPECT_FALSE(read_manifest_file(layout.manifest(3)).ok());
 
   // The restart: the trainer's weights are version 2 again.
-  CoordinatorThread coordinator(g.config());
+  CoordinatorThread coordinator(g);
   ASSERT_TRUE(coordinator.ok()) << coordinator.error();
   auto p = Publisher::start(g.config(), one_thread<PublisherOptions>(1));
   ASSERT_TRUE(p.ok()) << p.status().to_string();

@@ -35,12 +35,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A free loopback port (the kernel's choice); without python3 one derived from our pid.
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null) ||
-  port=$((20000 + $$ % 20000))
+# The coordinator listens on a unix socket in the work directory: no port to choose, none
+# another test can take.
 cat >"$work/group.yaml" <<YAML
 group_id: torch-example
-coordinator: {endpoint: "tcp://127.0.0.1:$port"}
+coordinator: {endpoint: "ipc://$work/coordinator.sock"}
 journal: {root: journal, anchor_every: 4}
 timeouts: {heartbeat_ms: 200, dead_after_ms: 3000, ack_timeout_ms: 30000}
 ranks:

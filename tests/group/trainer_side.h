@@ -56,7 +56,7 @@ struct Weights {
 struct TrainerSide {
   explicit TrainerSide(const TestGroup& g,
                        PublisherOptions options = one_thread<PublisherOptions>(1))
-      : coordinator(g.config()) {
+      : coordinator(g) {
     auto p = Publisher::start(g.config(), std::move(options));
     if (!p.ok()) {
       error = p.status().to_string();

@@ -51,13 +51,11 @@ cmake --build "$work/outside" >"$work/build.log" 2>&1 ||
 # Each mode in a group of its own: a coordinator (the installed weightcastd), then the
 # outside program as its publisher and subscriber.
 run_group() {
-  local mode=$1 dir=$work/$1 port
+  local mode=$1 dir=$work/$1
   mkdir -p "$dir"
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null) ||
-    port=$((20000 + ($$ + ${#mode}) % 20000))
   cat >"$dir/group.yaml" <<YAML
 group_id: install-test-$mode
-coordinator: {endpoint: "tcp://127.0.0.1:$port"}
+coordinator: {endpoint: "ipc://$dir/coordinator.sock"}  # a unix socket: no port to choose
 journal: {root: journal}
 transports: [fs]
 timeouts: {heartbeat_ms: 200, dead_after_ms: 3000, ack_timeout_ms: 20000}

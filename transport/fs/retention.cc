@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "transport/fault_point.h"
 #include "transport/file_io.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/step_commit.h"
@@ -22,7 +23,9 @@ Status write_lease(const JournalLayout& layout, const std::string& holder, uint6
   lease.set_holder(holder);
   lease.set_version(version);
   lease.set_expires_unix_ms(now_unix_ms + ttl_ms);
-  return write_journal_file(layout.lease(holder), JournalFileKind::kLease, lease);
+  RETURN_IF_ERROR(write_journal_file(layout.lease(holder), JournalFileKind::kLease, lease));
+  fault_point("journal.leased", version);  // the lease on disk, the replay not yet begun
+  return ok_status();
 }
 
 Status release_lease(const JournalLayout& layout, const std::string& holder) {

@@ -28,6 +28,21 @@ skip() { echo "SKIPPED: $*"; exit 77; }
 for tool in slurmctld slurmd munged mungekey sbatch srun sinfo squeue scontrol scancel python3; do
   command -v "$tool" >/dev/null || skip "$tool is not installed (apt-get install slurm-wlm munge)"
 done
+
+# Its own network namespace (only loopback, up): the daemons' and the groups' ports are
+# private to this test, so none can be taken by another process between choosing and binding.
+# Where namespaces are not allowed the ports are probed on the host's loopback instead.
+if [[ -z ${WEIGHTCAST_SLURM_TEST_NETNS:-} ]] && command -v unshare >/dev/null &&
+  unshare --net true 2>/dev/null; then
+  export WEIGHTCAST_SLURM_TEST_NETNS=1
+  # A veth pair with an address beside loopback: getaddrinfo(AI_ADDRCONFIG), which slurmd
+  # uses for its listening socket, finds nothing where loopback is the only interface.
+  exec unshare --net bash -c 'ip link set lo up && ip link add wcs0 type veth peer name wcs1 &&
+    ip addr add 10.254.0.1/30 dev wcs0 && ip link set wcs0 up && ip link set wcs1 up &&
+    exec "$0" "$@"' "$0" "$@"
+fi
+[[ -n ${WEIGHTCAST_SLURM_TEST_NETNS:-} ]] && echo "in a network namespace of its own" ||
+  echo "on the host's network (no namespace allowed): ports probed"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../../.." && pwd)"
 bin="${1:-${WEIGHTCAST_BIN:-$repo/build/src}}"
@@ -99,7 +114,7 @@ mkdir -p "$work/munge" "$work/state" "$work/spool/$node0" "$work/spool/$node1" "
 mungekey --create --keyfile="$work/munge/munge.key" >/dev/null || fail "mungekey failed"
 cat >"$SLURM_CONF" <<EOF
 ClusterName=wctest
-SlurmctldHost=$host
+SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$ctld_port
 SlurmUser=root
 SlurmdUser=root
