@@ -14,6 +14,7 @@
 #include "src/cli/commands.h"
 #include "src/cli/number_flags.h"
 #include "src/cli/path_flags.h"
+#include "transport/fault_point.h"
 #include "transport/file_io.h"
 #include "transport/user_file_writer.h"
 
@@ -60,8 +61,13 @@ Status run_encode(const EncodeArgs& a) {
   std::vector<uint8_t> file = delta_file_header(1);
   file.insert(file.end(), encoded->record.begin(), encoded->record.end());
   // A new artifact: replaced atomically, so a reader never sees half a delta.
-  RETURN_IF_ERROR(
-      write_user_file(a.out_path, file, {UserWriteMode::kAtomicReplace, {a.old_path, a.new_path}}));
+  ASSIGN_OR_RETURN(UserFileWriter out,
+                   UserFileWriter::create(
+                       a.out_path, {UserWriteMode::kAtomicReplace, {a.old_path, a.new_path}}));
+  RETURN_IF_ERROR(out.write(file));
+  // Every byte is in the temp file, the output still the old file (or absent).
+  fault_point("delta_encode.temp_written", a.version);
+  RETURN_IF_ERROR(out.commit());
   const auto& h = encoded->header;
   const double bits =
       h.changed == 0 ? 0.0 : 8.0 * static_cast<double>(encoded->record.size()) / h.changed;
@@ -120,6 +126,8 @@ Status run_apply(const ApplyArgs& a) {
   o.pool = pool.get();
   auto report = apply_delta(rec, dest, o);
   if (!report.ok()) return report.status().with_context("'" + a.target_path + "' left unchanged");
+  // The new content is verified in memory; the target has not been written yet.
+  fault_point("delta_apply.verified", rec.header.target_version);
   // In place (user_file_writer.h): the target keeps its inode, links, mode and owner.
   RETURN_IF_ERROR(out.write(target));
   RETURN_IF_ERROR(out.commit());

@@ -10,7 +10,8 @@
 #include "codec/chunk_decode_hd.h"
 #include "codec/chunk_plan_hd.h"
 #include "codec/delta_chunk.h"
-#include "test_data.h"
+#include "tests/codec/chunk_mode_check.h"
+#include "tests/codec/test_data.h"
 
 namespace weightcast {
 namespace {
@@ -63,9 +64,13 @@ void expect_same_chunk(const std::vector<uint8_t>& o, const std::vector<uint8_t>
   ASSERT_EQ(gpu.size(), cpu.bytes.size()) << what;
   EXPECT_EQ(gpu, cpu.bytes) << what;
   EXPECT_EQ(mode, static_cast<uint8_t>(cpu.mode)) << what;
+  EXPECT_EQ(cpu.bytes.empty(), o == n) << what;
   if (cpu.bytes.empty()) return;
+  EXPECT_TRUE(modes == 0 || (testing::mode_mask_bit(cpu.mode) & modes) != 0)
+      << what << ": encoded as " << chunk_mode_name(cpu.mode);
   DecodedChunk decoded;
   ASSERT_TRUE(decode_chunk(cpu.bytes, length, es, &decoded, "chunk").ok()) << what;
+  EXPECT_EQ(decoded.mode, cpu.mode) << what;
   std::vector<uint32_t> pos(length), val(length);
   hd::ChunkHead head;
   ASSERT_EQ(hd::decode_chunk_hd(gpu.data(), gpu.size(), length, es, length, pos.data(), val.data(),
@@ -153,6 +158,7 @@ TEST(ChunkCodecHd, CorruptChunksGetTheCpuDecodersVerdict) {
       EncodedChunk enc;
       encode_chunk(o.data(), n.data(), length, es, 0, modes, scratch, &enc);
       ASSERT_FALSE(enc.bytes.empty());
+      ASSERT_EQ(testing::mode_mask_bit(enc.mode), modes) << "the corruptions reach that decoder";
       for (int trial = 0; trial < 300; ++trial) {
         std::vector<uint8_t> bad = enc.bytes;
         switch (trial % 3) {

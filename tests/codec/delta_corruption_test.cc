@@ -2,6 +2,7 @@
 // crash, a hang or a partial apply (this suite also runs under ASan/UBSan: make test-asan).
 #include <gtest/gtest.h>
 
+#include "tests/codec/chunk_mode_check.h"
 #include "tests/codec/test_data.h"
 
 namespace weightcast {
@@ -24,6 +25,9 @@ std::vector<std::vector<uint8_t>> sample_records(std::vector<uint8_t>* old_out,
                          uint32_t{kAllowRaw}, uint32_t{kAllowAllModes}}) {
     auto enc = encode(*old_out, *new_out, DType::kBF16, 128, modes);
     EXPECT_TRUE(enc.ok());
+    auto rec = parse_delta_record(enc->record);
+    EXPECT_TRUE(rec.ok());
+    if (rec.ok()) testing::expect_chunk_modes(*enc, *rec, *old_out, *new_out, modes);
     records.push_back(enc->record);
   }
   return records;

@@ -6,6 +6,7 @@
 
 #include "codec/byte_io.h"
 #include "codec/thread_pool.h"
+#include "tests/codec/chunk_mode_check.h"
 #include "tests/codec/test_data.h"
 
 namespace weightcast {
@@ -88,6 +89,9 @@ TEST_F(DeltaGuarantees, DeltaShiftedByOneElementFailsTheChecksumAndReverts) {
   for (uint32_t modes : {uint32_t{kAllowAllModes}, uint32_t{kAllowRaw}, uint32_t{kAllowBitmap}}) {
     auto bad = encode(old_, shifted, DType::kBF16, 4096, modes);
     ASSERT_TRUE(bad.ok());
+    auto honest = parse_delta_record(bad->record);
+    ASSERT_TRUE(honest.ok());
+    testing::expect_chunk_modes(*bad, *honest, old_, shifted, modes);
     store_le<uint64_t>(bad->record.data() + kTargetChecksumOffset, parsed().header.target_checksum);
     reseal(&bad->record);
     auto rec = parse_delta_record(bad->record);

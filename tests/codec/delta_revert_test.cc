@@ -10,6 +10,7 @@
 
 #include "codec/delta_chunk.h"
 #include "codec/thread_pool.h"
+#include "tests/codec/chunk_mode_check.h"
 #include "tests/codec/cuda_test_util.h"
 #include "tests/codec/test_data.h"
 
@@ -37,6 +38,7 @@ TEST_P(DeltaRevert, ApplyThenRevertRestoresTheOldBytes) {
   ASSERT_TRUE(enc.ok()) << enc.status().to_string();
   auto rec = parse_delta_record(enc->record);
   ASSERT_TRUE(rec.ok());
+  testing::expect_chunk_modes(*enc, *rec, old_bytes, new_bytes, c.modes);
   ThreadPool pool(2);
   for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
     std::vector<uint8_t> dest = old_bytes;

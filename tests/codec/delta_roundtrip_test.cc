@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "codec/thread_pool.h"
+#include "tests/codec/chunk_mode_check.h"
 #include "tests/codec/test_data.h"
 
 namespace weightcast {
@@ -16,7 +17,8 @@ using testing::perturb;
 using testing::random_bytes;
 using testing::view_of;
 
-// Encodes old->new, applies onto a copy of old and checks the bytes and the report.
+// Encodes old->new, applies onto a copy of old and checks the bytes, the report and that every
+// chunk is in a mode `modes` allows (the one mode a single-mode mask forces).
 void expect_round_trip(const std::vector<uint8_t>& old_bytes, const std::vector<uint8_t>& new_bytes,
                        DType dtype, uint32_t chunk = kDefaultChunkElements,
                        uint32_t modes = kAllowAllModes, ThreadPool* pool = nullptr) {
@@ -25,6 +27,7 @@ void expect_round_trip(const std::vector<uint8_t>& old_bytes, const std::vector<
   auto rec = parse_delta_record(enc->record);
   ASSERT_TRUE(rec.ok()) << rec.status().to_string();
   EXPECT_EQ(rec->record_bytes, enc->record.size());
+  testing::expect_chunk_modes(*enc, *rec, old_bytes, new_bytes, modes);
   std::vector<uint8_t> dest = old_bytes;
   ApplyOptions o;
   o.pool = pool;

@@ -110,22 +110,6 @@ TEST(GroupEndpoint, BehindSubscriberCatchesUpAndGoesLive) {
   EXPECT_EQ(engine.vec, expect.vec);
 }
 
-// Flips one byte of every delta part of `version`.
-void corrupt_parts(const std::string& journal, uint64_t version) {
-  const JournalLayout layout(journal);
-  auto manifest = read_manifest_file(layout.manifest(version)).value();
-  for (const auto& p : manifest.parts()) {
-    const std::string path = layout.step(version) + "/" + p.file();
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(static_cast<std::streamoff>(p.bytes() / 2));
-    char c = 0;
-    f.read(&c, 1);
-    c = static_cast<char>(c ^ 0x5a);
-    f.seekp(static_cast<std::streamoff>(p.bytes() / 2));
-    f.write(&c, 1);
-  }
-}
-
 TEST(GroupEndpoint, CorruptPartIsNackedAndRecoveredWithoutUnverifiedState) {
   GroupSpec spec;
   spec.subscribers = 1;

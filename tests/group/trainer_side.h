@@ -52,6 +52,22 @@ struct Weights {
   }
 };
 
+// Flips one byte of every delta part of `version`.
+inline void corrupt_parts(const std::string& journal, uint64_t version) {
+  const JournalLayout layout(journal);
+  auto manifest = read_manifest_file(layout.manifest(version)).value();
+  for (const auto& p : manifest.parts()) {
+    const std::string path = layout.step(version) + "/" + p.file();
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(p.bytes() / 2));
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x5a);
+    f.seekp(static_cast<std::streamoff>(p.bytes() / 2));
+    f.write(&c, 1);
+  }
+}
+
 // A coordinator thread and the publisher (rank 1) of a trainer's weights.
 struct TrainerSide {
   explicit TrainerSide(const TestGroup& g,

@@ -1,11 +1,13 @@
 // The journal reader writing its destinations in place (transport/fs/catch_up_reader.h): a
 // delta version is all or nothing (the tensors applied before one that fails are reverted, for
-// every cause of failure), the bytes written per version are the changed elements, strided
-// views of packed parameters receive anchors and deltas without their neighbours being
-// touched, a claimed version is verified before it is trusted, and the write window brackets
-// every write. The journal holds versions 0..7 with anchors at 0, 3 and 6.
+// every cause of failure, and when the tensors applied before it are strided views of packed
+// parameters), the bytes written per version are the changed elements, strided views of packed
+// parameters receive anchors and deltas without their neighbours being touched, a claimed version
+// is verified before it is trusted, and the write window brackets every write. The journal holds
+// versions 0..7 with anchors at 0, 3 and 6.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -73,6 +75,57 @@ class InPlaceReader : public ::testing::Test {
 
 testing::ScratchDir* InPlaceReader::pristine_ = nullptr;
 
+// Tensor 0 ([64, 128] bf16) as the right half of a [64, 256] allocation and tensor 1
+// ([8, 33, 17] bf16) as the left half of [8, 33, 34]: slices of packed parameters whose other
+// halves belong to other tensors, which the reader must never write (they keep their fill).
+struct PackedHalves {
+  static constexpr uint8_t kFill0 = 0xAB, kFill1 = 0xCD;
+  std::vector<uint8_t> packed0 = std::vector<uint8_t>(64 * 256 * 2, kFill0);
+  std::vector<uint8_t> packed1 = std::vector<uint8_t>(8 * 33 * 34 * 2, kFill1);
+
+  void attach(std::vector<ReaderDestination>* dests) {
+    TensorRef v0;
+    v0.dtype = DType::kBF16;
+    v0.shape = {64, 128};
+    v0.strides = {256, 1};
+    v0.offset = 128;
+    v0.data = packed0.data();
+    TensorRef v1;
+    v1.dtype = DType::kBF16;
+    v1.shape = {8, 33, 17};
+    v1.strides = {33 * 34, 34, 1};
+    v1.data = packed1.data();
+    (*dests)[0].view = v0;
+    (*dests)[1].view = v1;
+  }
+
+  // "" when the views hold tensors 0 and 1 of `want` and every other byte its fill; otherwise
+  // the first element that differs.
+  std::string mismatch(const JournalTestModel& want) const {
+    for (int64_t r = 0; r < 64; ++r) {
+      for (int64_t c = 0; c < 256; ++c) {
+        const size_t at = static_cast<size_t>(r * 256 + c) * 2;
+        const uint8_t fill[2] = {kFill0, kFill0};
+        const uint8_t* expect = c >= 128 ? want.bytes(0).data() + (r * 128 + c - 128) * 2 : fill;
+        if (std::memcmp(packed0.data() + at, expect, 2) != 0) {
+          return "packed0 [" + std::to_string(r) + ", " + std::to_string(c) + "]";
+        }
+      }
+    }
+    for (int64_t row = 0; row < 8 * 33; ++row) {
+      for (int64_t c = 0; c < 34; ++c) {
+        const size_t at = static_cast<size_t>(row * 34 + c) * 2;
+        const uint8_t fill[2] = {kFill1, kFill1};
+        const uint8_t* expect = c < 17 ? want.bytes(1).data() + (row * 17 + c) * 2 : fill;
+        if (std::memcmp(packed1.data() + at, expect, 2) != 0) {
+          return "packed1 [" + std::to_string(row) + ", " + std::to_string(c) + "]";
+        }
+      }
+    }
+    return "";
+  }
+};
+
 struct FailureCause {
   const char* name;
   StatusCode code;
@@ -107,6 +160,48 @@ TEST_P(InPlaceReaderFailure, TheTensorsAppliedBeforeTheFailingOneAreReverted) {
   ASSERT_TRUE(report.ok()) << report.status().to_string();
   EXPECT_EQ(reader->held(), std::optional<uint64_t>(kHead));
   EXPECT_EQ(testing::held_mismatch(*reader, storage, kSeed), "");
+}
+
+// The same failure with tensors 0 and 1 written through strided views of packed parameters:
+// their revert goes through the strided path (element by element, not the contiguous kernel)
+// and must restore every byte of the views without touching the halves beside them.
+TEST_P(InPlaceReaderFailure, StridedViewsAppliedBeforeTheFailingOneAreRevertedAlone) {
+  forge_victim(GetParam().edit);
+  auto m5 = read_manifest_file(layout_.manifest(5));
+  ASSERT_TRUE(m5.ok());
+  ASSERT_TRUE(m5->tensors(0).changed() && m5->tensors(1).changed()) << "nothing to revert";
+  JournalTestModel model(kSeed);
+  std::vector<std::vector<uint8_t>> storage;
+  std::vector<ReaderDestination> dests = model.destinations(&storage);
+  PackedHalves halves;
+  halves.attach(&dests);
+  CatchUpOptions o;
+  o.pool = &pool_;
+  CatchUpReader reader(dir_.path(), dests, o);
+  auto at4 = reader.catch_up(4);
+  ASSERT_TRUE(at4.ok()) << at4.status().to_string();
+  JournalTestModel v4(kSeed);
+  v4.advance_to(4);
+  ASSERT_EQ(halves.mismatch(v4), "");
+  const std::vector<uint8_t> packed0 = halves.packed0, packed1 = halves.packed1;
+
+  auto failed = reader.catch_up(5);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), GetParam().code) << failed.status().to_string();
+  EXPECT_TRUE(contains(failed.status().message(), "4 tensors already applied were reverted"))
+      << failed.status().to_string();
+  EXPECT_EQ(reader.held(), std::optional<uint64_t>(4));
+  EXPECT_TRUE(halves.packed0 == packed0 && halves.packed1 == packed1)
+      << "not as before the failed version, first difference from version 4: "
+      << halves.mismatch(v4);
+  for (size_t i = 2; i < storage.size(); ++i) EXPECT_EQ(storage[i], v4.bytes(i)) << "tensor " << i;
+
+  // HEAD is still reached through anchor 6, the halves beside the views still untouched.
+  auto report = reader.catch_up();
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  JournalTestModel head(kSeed);
+  head.advance_to(kHead);
+  EXPECT_EQ(halves.mismatch(head), "");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -150,48 +245,18 @@ TEST_F(InPlaceReader, BytesWrittenPerDeltaAreTheChangedElements) {
 }
 
 TEST_F(InPlaceReader, StridedViewsOfPackedParametersReceiveAnchorsAndDeltasAlone) {
-  // Tensor 0 ([64, 128] bf16) is the right half of a [64, 256] allocation; tensor 1
-  // ([8, 33, 17] bf16) the left half of [8, 33, 34]. The other halves must stay untouched.
   JournalTestModel model(kSeed);
   std::vector<std::vector<uint8_t>> storage;
   std::vector<ReaderDestination> dests = model.destinations(&storage);
-  std::vector<uint8_t> packed0(64 * 256 * 2, 0xAB), packed1(8 * 33 * 34 * 2, 0xCD);
-  const auto fill0 = packed0, fill1 = packed1;
-  TensorRef v0;
-  v0.dtype = DType::kBF16;
-  v0.shape = {64, 128};
-  v0.strides = {256, 1};
-  v0.offset = 128;
-  v0.data = packed0.data();
-  TensorRef v1;
-  v1.dtype = DType::kBF16;
-  v1.shape = {8, 33, 17};
-  v1.strides = {33 * 34, 34, 1};
-  v1.data = packed1.data();
-  dests[0].view = v0;
-  dests[1].view = v1;
+  PackedHalves halves;
+  halves.attach(&dests);
   CatchUpReader reader(dir_.path(), dests);
   for (const uint64_t target : {uint64_t{2}, kHead}) {  // anchor 0 + deltas; then across 6
     auto report = reader.catch_up(target);
     ASSERT_TRUE(report.ok()) << report.status().to_string();
     JournalTestModel want(kSeed);
     want.advance_to(target);
-    for (int64_t r = 0; r < 64; ++r) {
-      for (int64_t c = 0; c < 256; ++c) {
-        const size_t at = static_cast<size_t>(r * 256 + c) * 2;
-        const uint8_t* expect =
-            c >= 128 ? want.bytes(0).data() + (r * 128 + c - 128) * 2 : fill0.data() + at;
-        ASSERT_EQ(std::memcmp(packed0.data() + at, expect, 2), 0) << r << "," << c;
-      }
-    }
-    for (int64_t row = 0; row < 8 * 33; ++row) {
-      for (int64_t c = 0; c < 34; ++c) {
-        const size_t at = static_cast<size_t>(row * 34 + c) * 2;
-        const uint8_t* expect =
-            c < 17 ? want.bytes(1).data() + (row * 17 + c) * 2 : fill1.data() + at;
-        ASSERT_EQ(std::memcmp(packed1.data() + at, expect, 2), 0) << row << "," << c;
-      }
-    }
+    EXPECT_EQ(halves.mismatch(want), "");
     for (size_t i = 2; i < storage.size(); ++i) EXPECT_EQ(storage[i], want.bytes(i)) << i;
   }
 }
