@@ -12,6 +12,24 @@
 
 #include "src/control/messages.h"
 #include "tests/fuzz/control_message_fuzz_seeds.h"
+#include "tests/fuzz/fuzz_reach.h"
+
+namespace weightcast::fuzzing {
+
+namespace {
+enum Depth : size_t { kNotEnvelope, kRefused, kDecoded };
+}  // namespace
+
+std::span<const FuzzDepth> fuzz_depths() {
+  static constexpr FuzzDepth kDepths[] = {
+      {"not an Envelope (empty, too large, malformed protobuf)", 20},
+      {"an Envelope refused by its body, protocol or limits", 1.5},
+      {"decoded and encoded again", 3},
+  };
+  return kDepths;
+}
+
+}  // namespace weightcast::fuzzing
 
 namespace {
 
@@ -120,6 +138,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!decoded.ok()) {
     if (decoded.status().message().empty()) std::abort();
     if (decoded.status().code() != StatusCode::kInvalidArgument) std::abort();
+    // decode_envelope's first check, independently: a non-empty frame within the limit that
+    // protobuf parses as an Envelope.
+    proto::Envelope envelope;
+    const bool is_envelope = size > 0 && size <= limits.max_bytes &&
+                             envelope.ParseFromArray(data, static_cast<int>(size));
+    fuzzing::fuzz_reached(is_envelope ? fuzzing::kRefused : fuzzing::kNotEnvelope);
     return 0;
   }
   const proto::Envelope& m = *decoded;
@@ -135,5 +159,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // so it decodes under the same limits, and encoding is stable from then on.
   if (!again.ok()) std::abort();
   if (encode_envelope(*again) != frame) std::abort();
+  fuzzing::fuzz_reached(fuzzing::kDecoded);
   return 0;
 }

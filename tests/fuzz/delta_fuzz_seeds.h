@@ -15,15 +15,4 @@ inline uint8_t fuzz_base_byte(size_t i) {
   return static_cast<uint8_t>(i * 131 + 7);
 }
 
-// What the delta fuzz target saw, so a driver can check that inputs reach apply.
-struct DeltaFuzzCounts {
-  uint64_t parsed = 0;         // inputs that parsed as a record
-  uint64_t applied = 0;        // applies that succeeded (and verified)
-  uint64_t apply_refused = 0;  // applies that failed and left memory unchanged
-};
-extern DeltaFuzzCounts delta_fuzz_counts;
-
-// Defined with the target: fails (returns 1) unless a run reached both outcomes of apply.
-int check_delta_fuzz_coverage(size_t seeds);
-
 }  // namespace weightcast::fuzzing

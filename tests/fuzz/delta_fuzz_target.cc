@@ -3,33 +3,59 @@
 // destination byte-identical, or succeeds and the destination's real checksum moved by exactly
 // target - base. Anything else, or a crash/overrun, aborts.
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <span>
 #include <vector>
 
+#include "codec/byte_io.h"
 #include "codec/checksum.h"
 #include "codec/delta_apply.h"
 #include "codec/delta_format.h"
 #include "tests/fuzz/delta_fuzz_seeds.h"
+#include "tests/fuzz/fuzz_reach.h"
 
 namespace weightcast::fuzzing {
-DeltaFuzzCounts delta_fuzz_counts;
+
+namespace {
+enum Depth : size_t { kBadMagic, kParseRefused, kTooLarge, kApplyRefused, kApplied };
+}  // namespace
+
+// A smoke run must reach both outcomes of apply, not only the parser's refusals.
+std::span<const FuzzDepth> fuzz_depths() {
+  static constexpr FuzzDepth kDepths[] = {
+      {"refused by the magic or the format version (or too short)", 2},
+      {"refused by the rest of the record's parse", 20},
+      {"parsed, but too large to apply here", 0},
+      {"refused by apply, memory unchanged", 5},
+      {"applied, and the checksum moved by target - base", 0.5},
+  };
+  return kDepths;
+}
+
 }  // namespace weightcast::fuzzing
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace weightcast;
+  using namespace weightcast::fuzzing;
   ParseOptions po;
   po.verify_hash = false;
   auto rec = parse_delta_record(std::span(data, size), po);
-  if (!rec.ok()) return 0;
-  ++fuzzing::delta_fuzz_counts.parsed;
+  if (!rec.ok()) {
+    // The parser's first check: the fixed header's first 16 bytes are there (it reads them at
+    // once) and start with the magic and the version.
+    const bool past_magic = size >= 16 && load_le<uint32_t>(data) == kDeltaRecordMagic &&
+                            load_le<uint16_t>(data + 4) == kDeltaFormatVersion;
+    fuzz_reached(past_magic ? kParseRefused : kBadMagic);
+    return 0;
+  }
   const DeltaRecordHeader& h = rec->header;
   const size_t es = dtype_size(h.dtype);
-  if (h.range_elements * es > (size_t{1} << 22)) return 0;  // keep each run small
+  if (h.range_elements * es > (size_t{1} << 22)) {  // keep each run small
+    fuzz_reached(kTooLarge);
+    return 0;
+  }
   std::vector<uint8_t> dest(h.range_elements * es);
-  for (size_t i = 0; i < dest.size(); ++i) dest[i] = fuzzing::fuzz_base_byte(i);
+  for (size_t i = 0; i < dest.size(); ++i) dest[i] = fuzz_base_byte(i);
   const std::vector<uint8_t> before = dest;
   const uint64_t real_base = checksum_range(dest.data(), es, h.range_elements, h.range_offset);
   ApplyOptions o;
@@ -39,30 +65,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto r = apply_delta(*rec, view, o);
   if (!r.ok()) {
     if (dest != before) std::abort();  // a failed apply changed memory
-    ++fuzzing::delta_fuzz_counts.apply_refused;
+    fuzz_reached(kApplyRefused);
     return 0;
   }
   const uint64_t real_now = checksum_range(dest.data(), es, h.range_elements, h.range_offset);
   if (real_now - real_base != h.target_checksum - h.base_checksum) std::abort();
-  ++fuzzing::delta_fuzz_counts.applied;
+  fuzz_reached(kApplied);
   return 0;
 }
-
-namespace weightcast::fuzzing {
-
-// The smoke run must reach both outcomes of apply, or it proved little.
-int check_delta_fuzz_coverage(size_t seeds) {
-  const auto& c = delta_fuzz_counts;
-  std::printf(
-      "delta fuzz: %llu parsed, %llu applied and verified, %llu refused with memory "
-      "unchanged\n",
-      static_cast<unsigned long long>(c.parsed), static_cast<unsigned long long>(c.applied),
-      static_cast<unsigned long long>(c.apply_refused));
-  if (c.applied < seeds || c.apply_refused == 0) {
-    std::fprintf(stderr, "delta fuzz: inputs did not reach apply's success and failure paths\n");
-    return 1;
-  }
-  return 0;
-}
-
-}  // namespace weightcast::fuzzing

@@ -7,10 +7,51 @@
 #include <cstdint>
 #include <cstdlib>
 #include <set>
+#include <string>
 #include <string_view>
+
+#include <yaml-cpp/yaml.h>
 
 #include "src/control/curve_keys.h"
 #include "src/control/group_config.h"
+#include "tests/fuzz/fuzz_reach.h"
+
+namespace weightcast::fuzzing {
+
+namespace {
+enum Depth : size_t { kNotYaml, kRefused, kAccepted };
+}  // namespace
+
+std::span<const FuzzDepth> fuzz_depths() {
+  static constexpr FuzzDepth kDepths[] = {
+      {"too large, or not YAML (yaml-cpp refuses the text)", 10},
+      {"YAML refused by the schema or the cross-field checks", 15},
+      {"accepted, and every invariant holds", 1},
+  };
+  return kDepths;
+}
+
+}  // namespace weightcast::fuzzing
+
+namespace {
+
+// parse_group_config's first checks, independently: the size limit, then yaml-cpp loads the
+// text. A refusal is "<source>: line L, column C: ..." when yaml-cpp threw (its parser marks
+// every error it raises) and "<source>: <field>: ..." when a field or cross-field check
+// refused, which is past the load; only the first form may be either, and loading the text
+// again tells (loading every refused text again would add half the run's time).
+bool past_yaml_load(std::string_view text, const std::string& refusal) {
+  if (text.size() > weightcast::GroupConfigLimits{}.max_file_bytes) return false;
+  if (!refusal.starts_with("fuzz.yaml: line ")) return true;
+  try {
+    (void)YAML::Load(std::string(text));
+    return true;
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace weightcast;
@@ -19,6 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!parsed.ok()) {
     const std::string& msg = parsed.status().message();
     if (msg.empty() || msg.find("fuzz.yaml") == std::string::npos) std::abort();
+    fuzzing::fuzz_reached(past_yaml_load(text, msg) ? fuzzing::kRefused : fuzzing::kNotYaml);
     return 0;
   }
   const proto::GroupConfig& c = *parsed;
@@ -51,5 +93,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (coordinators != 1 || publishers < 1) std::abort();
   if (c.curve().enabled() && !is_z85_key(c.curve().coordinator_public_key())) std::abort();
+  fuzzing::fuzz_reached(fuzzing::kAccepted);
   return 0;
 }

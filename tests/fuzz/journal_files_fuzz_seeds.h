@@ -27,16 +27,4 @@ std::vector<uint8_t> frame_raw_journal_payload(JournalFileKind kind,
 // delta manifest with an uncompressed and a compressed part, and a parts manifest.
 std::vector<std::vector<uint8_t>> make_journal_files_seeds();
 
-// What the journal files fuzz target saw, so a driver can check that inputs reach the checks.
-struct JournalFilesFuzzCounts {
-  uint64_t parsed = 0;           // inputs that parsed (and then round-tripped; else it aborts)
-  uint64_t frame_refused = 0;    // refused by the frame (size, magic, length, XXH3)
-  uint64_t content_refused = 0;  // a valid frame refused by protobuf or the content checks
-};
-extern JournalFilesFuzzCounts journal_files_fuzz_counts;
-
-// Defined with the target: fails (returns 1) unless every seed parsed and mutations reached
-// both the frame's and the content's refusals.
-int check_journal_files_fuzz_coverage(size_t seeds);
-
 }  // namespace weightcast::fuzzing

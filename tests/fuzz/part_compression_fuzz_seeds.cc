@@ -1,4 +1,5 @@
-// Seed inputs for the part compression fuzz target: parts written by compress_part.
+// Seed inputs for the part compression fuzz target: parts written by compress_part, with and
+// without the zstd content checksum.
 #include "tests/fuzz/part_compression_fuzz_seeds.h"
 
 #include <random>
@@ -46,6 +47,18 @@ std::vector<uint8_t> delta_part() {
   return part;
 }
 
+// `part` with its zstd frame's content checksum removed, as a writer other than ours may
+// produce it (codec/part_compression.h allows that): the checksum flag, bit 2 of the frame
+// header descriptor after the 4-byte zstd magic, cleared and the frame's last 4 bytes, the
+// checksum, dropped. Without a checksum, a mutation inside the compressed blocks reaches the
+// decoder's output instead of stopping at the checksum.
+std::vector<uint8_t> without_checksum(std::vector<uint8_t> part) {
+  constexpr size_t kDescriptor = kPartCompressionHeaderBytes + 4;
+  part[kDescriptor] &= static_cast<uint8_t>(~0x04);
+  part.resize(part.size() - 4);
+  return part;
+}
+
 }  // namespace
 
 std::vector<std::vector<uint8_t>> make_part_compression_seeds() {
@@ -71,7 +84,9 @@ std::vector<std::vector<uint8_t>> make_part_compression_seeds() {
   std::vector<std::vector<uint8_t>> seeds;
   for (const Case& c : cases) {
     auto compressed = compress_part(c.raw, {c.level, c.width});
-    if (compressed.ok() && c.raw.size() <= kPartFuzzMaxRawBytes) seeds.push_back(*compressed);
+    if (!compressed.ok() || c.raw.size() > kPartFuzzMaxRawBytes) continue;
+    seeds.push_back(without_checksum(*compressed));
+    seeds.push_back(std::move(*compressed));
   }
   return seeds;
 }

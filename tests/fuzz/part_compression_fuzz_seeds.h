@@ -1,6 +1,7 @@
 // Valid compressed parts (codec/part_compression.h) for the part compression fuzz target:
 // every plane width, empty and one-byte parts, tails, multi-block frames, both levels, and a
-// part of real delta records.
+// part of real delta records; each as our writer makes it (with the zstd content checksum)
+// and without the checksum, so that mutations of the compressed blocks reach the decoder.
 #pragma once
 
 #include <cstdint>

@@ -12,7 +12,25 @@
 
 #include "codec/byte_io.h"
 #include "codec/part_compression.h"
+#include "tests/fuzz/fuzz_reach.h"
 #include "tests/fuzz/part_compression_fuzz_seeds.h"
+
+namespace weightcast::fuzzing {
+
+namespace {
+enum Depth : size_t { kBadHeader, kRefused, kDecoded };
+}  // namespace
+
+std::span<const FuzzDepth> fuzz_depths() {
+  static constexpr FuzzDepth kDepths[] = {
+      {"refused by the header (size, magic, plane width)", 5},
+      {"refused past the header (limit, zstd frame, planes)", 25},
+      {"decoded and compressed again", 2},
+  };
+  return kDepths;
+}
+
+}  // namespace weightcast::fuzzing
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace weightcast;
@@ -30,6 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (s.message().empty()) std::abort();
     const bool over = has_header && declared > limit;
     if (s.code() != (over ? StatusCode::kOutOfRange : StatusCode::kDataLoss)) std::abort();
+    fuzzing::fuzz_reached(has_header ? fuzzing::kRefused : fuzzing::kBadHeader);
     return 0;
   }
   if (!has_header || decoded->size() != declared) std::abort();
@@ -42,5 +61,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!again.ok()) std::abort();
   auto back = decompress_part(*again, declared);
   if (!back.ok() || *back != *decoded) std::abort();
+  fuzzing::fuzz_reached(fuzzing::kDecoded);
   return 0;
 }

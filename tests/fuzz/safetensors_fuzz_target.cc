@@ -10,10 +10,23 @@
 #include <vector>
 
 #include "codec/safetensors_format.h"
-#include "tests/fuzz/safetensors_fuzz_seeds.h"
+#include "tests/fuzz/fuzz_reach.h"
 
 namespace weightcast::fuzzing {
-SafetensorsFuzzCounts safetensors_fuzz_counts;
+
+namespace {
+enum Depth : size_t { kBadLength, kRefused, kParsed };
+}  // namespace
+
+std::span<const FuzzDepth> fuzz_depths() {
+  static constexpr FuzzDepth kDepths[] = {
+      {"refused by the 8-byte header length", 10},
+      {"refused by the JSON header or the data ranges", 15},
+      {"parsed and re-serialised", 0.5},
+  };
+  return kDepths;
+}
+
 }  // namespace weightcast::fuzzing
 
 namespace {
@@ -44,11 +57,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (parse_safetensors_header(input, size).ok() != parsed.ok()) std::abort();
   if (!parsed.ok()) {
     if (parsed.status().message().empty()) std::abort();
-    ++fuzzing::safetensors_fuzz_counts.rejected;
+    fuzzing::fuzz_reached(read_safetensors_header_length(input, size).ok() ? fuzzing::kRefused
+                                                                           : fuzzing::kBadLength);
     return 0;
   }
-  ++fuzzing::safetensors_fuzz_counts.parsed;
-  fuzzing::safetensors_fuzz_counts.tensors_seen += parsed->tensors.size();
 
   uint64_t sum = 0;
   for (const auto& t : parsed->tensors) {
@@ -74,5 +86,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   if (reserialise(*reparsed) != again) std::abort();  // our output is a fixed point
+  fuzzing::fuzz_reached(fuzzing::kParsed);
   return 0;
 }

@@ -10,10 +10,26 @@
 #include <vector>
 
 #include "codec/torch_artifact.h"
-#include "tests/fuzz/torch_fuzz_seeds.h"
+#include "codec/zip_archive.h"
+#include "tests/fuzz/fuzz_reach.h"
 
 namespace weightcast::fuzzing {
-ArchiveFuzzCounts torch_artifact_fuzz_counts;
+
+namespace {
+enum Depth : size_t { kZipRefused, kRefused, kNameTooLong, kParsed };
+}  // namespace
+
+// The zip container is the first check; the zip target fuzzes it on its own.
+std::span<const FuzzDepth> fuzz_depths() {
+  static constexpr FuzzDepth kDepths[] = {
+      {"refused by the zip container (CRCs unchecked)", 20},
+      {"refused by the records, the pickle or the storages", 2},
+      {"parsed, but the archive name is too long to rewrite", 0},
+      {"parsed and rewritten", 1.5},
+  };
+  return kDepths;
+}
+
 }  // namespace weightcast::fuzzing
 
 namespace {
@@ -88,16 +104,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto parsed = parse_torch_artifact(std::span(data, size), options);
   if (!parsed.ok()) {
     if (parsed.status().message().empty()) std::abort();
-    ++fuzzing::torch_artifact_fuzz_counts.rejected;
+    fuzzing::fuzz_reached(parse_zip(std::span(data, size), options.zip).ok()
+                              ? fuzzing::kRefused
+                              : fuzzing::kZipRefused);
     return 0;
   }
-  ++fuzzing::torch_artifact_fuzz_counts.parsed;
-  fuzzing::torch_artifact_fuzz_counts.items += parsed->tensors.size();
   check_views(*parsed, data, size);
-  if (parsed->archive_name.size() > 255) return 0;  // the writer's limit is stricter
+  if (parsed->archive_name.size() > 255) {  // the writer's limit is stricter
+    fuzzing::fuzz_reached(fuzzing::kNameTooLong);
+    return 0;
+  }
   const std::vector<uint8_t> first = rewrite(*parsed);
   auto again = parse_torch_artifact(first);
   if (!again.ok() || !same(*parsed, *again)) std::abort();
   if (rewrite(*again) != first) std::abort();
+  fuzzing::fuzz_reached(fuzzing::kParsed);
   return 0;
 }

@@ -1,17 +1,56 @@
 // libFuzzer target: decode a UCX version blob (transport/ucx/ucx_version_blob.h), the bytes a
 // subscriber receives from the store or an Offer. Invariants: a refusal carries a message; an
 // accepted blob is within the limits and encodes back to bytes that decode to the same blob.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <span>
+#include <vector>
 
+#include "tests/fuzz/fuzz_reach.h"
 #include "transport/ucx/ucx_version_blob.h"
+
+namespace weightcast::fuzzing {
+
+namespace {
+enum Depth : size_t { kBadMagic, kRefused, kAccepted };
+}  // namespace
+
+std::span<const FuzzDepth> fuzz_depths() {
+  static constexpr FuzzDepth kDepths[] = {
+      {"refused by the magic or the format", 4},
+      {"refused past them (address, segment, parts)", 20},
+      {"decoded, and encoded back to the same blob", 5},
+  };
+  return kDepths;
+}
+
+}  // namespace weightcast::fuzzing
+
+namespace {
+
+// The decoder's first check: the 8 bytes every blob of this format starts with (magic and
+// format), taken from an encoded blob rather than restated here.
+bool has_blob_prefix(std::span<const uint8_t> bytes) {
+  static const std::vector<uint8_t> prefix = [] {
+    weightcast::UcxVersionBlob blob;
+    blob.worker_address = {1};
+    auto encoded = weightcast::encode_ucx_version_blob(blob);
+    if (!encoded.ok() || encoded->size() < 8) std::abort();
+    return std::vector<uint8_t>(encoded->begin(), encoded->begin() + 8);
+  }();
+  return bytes.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), bytes.begin());
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace weightcast;
-  auto blob = decode_ucx_version_blob(std::span<const uint8_t>(data, size));
+  const std::span<const uint8_t> input(data, size);
+  auto blob = decode_ucx_version_blob(input);
   if (!blob.ok()) {
     if (blob.status().message().empty()) std::abort();
+    fuzzing::fuzz_reached(has_blob_prefix(input) ? fuzzing::kRefused : fuzzing::kBadMagic);
     return 0;
   }
   if (blob->parts.size() > kUcxBlobMaxParts || blob->worker_address.size() > kUcxBlobMaxKeyBytes ||
@@ -44,5 +83,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::abort();
     }
   }
+  fuzzing::fuzz_reached(fuzzing::kAccepted);
   return 0;
 }

@@ -8,12 +8,46 @@
 #include <span>
 #include <vector>
 
+#include "codec/byte_io.h"
 #include "codec/zip_archive.h"
-#include "tests/fuzz/torch_fuzz_seeds.h"
+#include "tests/fuzz/fuzz_reach.h"
 
 namespace weightcast::fuzzing {
-ArchiveFuzzCounts zip_fuzz_counts;
+
+namespace {
+enum Depth : size_t { kNoEndRecord, kRefused, kCrcRefused, kParsed };
+}  // namespace
+
+std::span<const FuzzDepth> fuzz_depths() {
+  static constexpr FuzzDepth kDepths[] = {
+      {"no end of central directory record", 10},
+      {"refused by the directory or the entries", 15},
+      {"refused by an entry's CRC-32 alone", 1},
+      {"parsed and rewritten", 1},
+  };
+  return kDepths;
+}
+
 }  // namespace weightcast::fuzzing
+
+namespace {
+
+// The reader's first check, independently: an end of central directory record (signature
+// "PK\5\6") in the last 22 + 65535 bytes whose comment length reaches exactly the file's end.
+bool has_end_record(const uint8_t* data, size_t size) {
+  constexpr size_t kEndBytes = 22;
+  if (size < kEndBytes) return false;
+  const size_t lowest = size - kEndBytes > 0xFFFF ? size - kEndBytes - 0xFFFF : 0;
+  for (size_t pos = size - kEndBytes;; --pos) {
+    if (weightcast::load_le<uint32_t>(data + pos) == 0x06054b50 &&
+        pos + kEndBytes + weightcast::load_le<uint16_t>(data + pos + 20) == size) {
+      return true;
+    }
+    if (pos == lowest) return false;
+  }
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace weightcast;
@@ -29,11 +63,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (parsed.ok() != crcs_ok) std::abort();
   if (!parsed.ok()) {
     if (parsed.status().message().empty()) std::abort();
-    ++fuzzing::zip_fuzz_counts.rejected;
+    fuzzing::fuzz_reached(unchecked.ok()               ? fuzzing::kCrcRefused
+                          : has_end_record(data, size) ? fuzzing::kRefused
+                                                       : fuzzing::kNoEndRecord);
     return 0;
   }
-  ++fuzzing::zip_fuzz_counts.parsed;
-  fuzzing::zip_fuzz_counts.items += parsed->entries.size();
 
   uint64_t sum = 0;
   std::vector<uint8_t> out;
@@ -62,5 +96,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::abort();
     }
   }
+  fuzzing::fuzz_reached(fuzzing::kParsed);
   return 0;
 }
