@@ -1,4 +1,4 @@
-// The CUDA codec's figures against a device-to-device copy measured in the same run (issue 8):
+// The CUDA codec's figures against a device-to-device copy measured in the same run:
 //
 //   gpu_codec_bench [--elements N] [--density D] [--repetitions R] [--help]
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Publish -> all-acked latency of a rank group (issue 6): the demo's model at 1 % density with
+# Publish -> all-acked latency of a rank group (docs/PERFORMANCE.md "Rank group"): the demo's model at 1 % density with
 # 1, 2 and 4 subscribers (no faults), each next to the time to write and read the same model
 # as a full safetensors file on the same disk, measured in the same run (what a filesystem
 # broadcast without deltas costs: one write, one read per subscriber). Each count runs twice:

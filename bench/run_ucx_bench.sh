@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# UCX part fetch (docs/PERFORMANCE.md, issue 7): UcxSubscriberTransport::fetch of a part published
+# UCX part fetch (docs/PERFORMANCE.md "UCX part fetch"): UcxSubscriberTransport::fetch of a part published
 # by a forked UcxPublisherTransport (serving its buffers in place, then copies) against ucx_perftest -t ucp_get, same UCX_TLS and size,
 # measured in the same run on loopback, as GB/s (1e9 bytes/s) and their ratio.
 #   bench/run_ucx_bench.sh [path/to/weightcast] [extra `bench ucx` options...]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The journal through its command line, checked by the real safetensors reader (issue 5):
+# The journal through its command line, checked by the real safetensors reader:
 # Python writes three versions of a sharded-size model, `weightcast journal publish` makes an
 # anchor and two deltas, Python loads the anchor through model.safetensors.index.json shard by
 # shard, and `journal materialize` rebuilds the last version bit for bit.

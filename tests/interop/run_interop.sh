@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Interop with the real readers and writers (issue 3): Python torch.load(weights_only=True)
+# Interop with the real readers and writers: Python torch.load(weights_only=True)
 # and the safetensors package read our files; our readers read theirs, byte for byte.
 #   run_interop.sh INTEROP_TOOL PYTHON
 # Exits 77 (ctest: skipped) with the reason when the Python environment is missing.

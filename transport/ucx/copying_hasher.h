@@ -5,10 +5,9 @@
 // Why not memcpy and then XXH3_64bits: that reads every byte twice and does the two passes one
 // after the other. Fused, each 64-byte stripe is loaded once into vector registers, stored to
 // the destination and folded into XXH3's accumulators from those registers; the copy is
-// bound by memory and the hash by arithmetic, so they overlap in the core. Measured on the
-// 2-vCPU CI machine for 1 MiB parts: memcpy alone 47 GB/s, memcpy then XXH3 (AVX2) 25 GB/s,
-// and hashing on a helper thread behind the copy 2-24 GB/s depending on where the host places
-// the vCPUs (docs/PERFORMANCE.md, docs/DECISIONS.md).
+// bound by memory and the hash by arithmetic, so they overlap in the core. The figures
+// (against memcpy alone, memcpy then XXH3, and a hashing helper thread) are in
+// docs/PERFORMANCE.md "UCX part fetch"; the choice in docs/DECISIONS.md.
 //
 // The digest is XXH3_64bits (seed 0, default secret) of the destination, bit for bit: inputs
 // over 240 bytes follow XXH3's long-input algorithm (1 KiB blocks of 16 stripes, a scramble

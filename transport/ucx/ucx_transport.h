@@ -131,8 +131,8 @@ struct UcxSubscriberOptions {
   // shared memory; or wherever ucp_rkey_ptr succeeds), a get would be a copy by this thread
   // anyway; the part is then read by loads from the mapping in chunks of this size (rounded
   // down to whole KiB), and hashed in the same pass as it is copied (copying_hasher.h). The
-  // deadline is checked between chunks. Each chunk costs a clock read and a call: 1 MiB parts
-  // measured 0.83x perftest in 16 KiB chunks, 0.90x in 64 KiB and 0.91x in 1 MiB chunks.
+  // deadline is checked between chunks. Each chunk costs a clock read and a call, so small
+  // chunks cost throughput (docs/PERFORMANCE.md "UCX part fetch" has the figures per size).
   size_t mapped_chunk_bytes = 1 << 20;
   // Tests: called after each completed chunk with the bytes received so far.
   std::function<void(uint64_t done)> after_chunk;
