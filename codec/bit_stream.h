@@ -127,7 +127,9 @@ class BitReader {
       if (fill_ < 64) acc_ &= (uint64_t{1} << fill_) - 1;  // drop the bytes not taken
       return;
     }
-    while (fill_ <= 56 && pos_ < bytes_.size()) {
+    // At most 63 bits, as on the fast path: get_unary shifts by (ones + 1) <= fill_, which
+    // must stay below the accumulator's 64.
+    while (fill_ <= 55 && pos_ < bytes_.size()) {
       acc_ |= static_cast<uint64_t>(bytes_[pos_++]) << fill_;
       fill_ += 8;
     }
