@@ -21,6 +21,17 @@ std::vector<std::unique_ptr<BroadcastGroup>> group_of(int ranks) {
   return std::move(members).value();
 }
 
+// Polls `condition` every millisecond for up to 10 s: the ordering a test needs is an event
+// it waits on, not a sleep.
+bool eventually(const std::function<bool()>& condition) {
+  const auto until = Clock::now() + std::chrono::seconds(10);
+  while (!condition()) {
+    if (Clock::now() > until) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
 // Runs `body(rank)` on one thread per member and returns each member's status.
 std::vector<Status> run_members(int ranks, const std::function<Status(int)>& body) {
   std::vector<Status> out(ranks);
@@ -153,7 +164,8 @@ TEST(LoopbackBroadcastGroup, AbortFromAnotherThreadWakesAWaitingBroadcast) {
   auto members = group_of(2);
   const auto start = Clock::now();
   std::thread aborter([&] {
-    std::this_thread::sleep_for(milliseconds(50));
+    // Once rank 0 waits in its broadcast (the call this test is about), not before.
+    ASSERT_TRUE(eventually([&] { return loopback_members_in_broadcast(*members[1]) == 1; }));
     members[1]->abort("operator stopped the epoch");
   });
   Status s = members[0]->broadcast({}, {}, {}, Clock::now() + milliseconds(10'000));
@@ -171,7 +183,7 @@ TEST(LoopbackBroadcastGroup, AbortFromAnotherThreadWakesAWaitingBroadcast) {
 TEST(LoopbackBroadcastGroup, DestroyedMemberIsAnAbort) {
   auto members = group_of(2);
   std::thread leaver([&] {
-    std::this_thread::sleep_for(milliseconds(50));
+    ASSERT_TRUE(eventually([&] { return loopback_members_in_broadcast(*members[1]) == 1; }));
     members[1].reset();
   });
   const auto start = Clock::now();
@@ -230,10 +242,11 @@ TEST(LoopbackBroadcastGroupFactory, DuplicateRankAndConflictingSizeAreRefused) {
   auto id = factory.make_id();
   ASSERT_TRUE(id.ok());
   std::thread first([&] {
-    auto m = factory.join(*id, 2, 0, Clock::now() + milliseconds(300));
+    auto m = factory.join(*id, 2, 0, Clock::now() + milliseconds(1000));
     EXPECT_EQ(m.status().code(), StatusCode::kDeadlineExceeded);
   });
-  std::this_thread::sleep_for(milliseconds(50));
+  // The refusals below need rank 0 waiting in its join.
+  EXPECT_TRUE(eventually([&] { return loopback_members_joining(*id) == 1; }));
   auto dup = factory.join(*id, 2, 0, Clock::now() + milliseconds(200));
   EXPECT_EQ(dup.status().code(), StatusCode::kInvalidArgument) << dup.status().to_string();
   EXPECT_NE(dup.status().message().find("rank 0 of 2"), std::string::npos);

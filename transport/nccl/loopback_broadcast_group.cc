@@ -70,6 +70,11 @@ class GroupCore {
     return broken_for(rank);
   }
 
+  int waiting() {
+    std::lock_guard lock(mu_);
+    return arrived_;
+  }
+
   // Breaks the group with `cause` unless it is broken already.
   void fail(Status cause) {
     std::lock_guard lock(mu_);
@@ -193,6 +198,8 @@ class LoopbackMember final : public BroadcastGroup {
 
   void abort(const std::string& why) override { core_->fail(io_error(why)); }
 
+  int waiting() const { return core_->waiting(); }
+
  private:
   std::shared_ptr<GroupCore> core_;
   const int rank_;
@@ -286,6 +293,18 @@ Result<std::vector<std::unique_ptr<BroadcastGroup>>> make_loopback_group(int ran
   for (int r = 0; r < ranks; ++r)
     members.push_back(std::make_unique<LoopbackMember>(core, r, ranks));
   return members;
+}
+
+int loopback_members_in_broadcast(const BroadcastGroup& member) {
+  const auto* loopback = dynamic_cast<const LoopbackMember*>(&member);
+  return loopback == nullptr ? 0 : loopback->waiting();
+}
+
+int loopback_members_joining(const std::string& id) {
+  Registry& reg = registry();
+  std::lock_guard lock(reg.mu);
+  const auto it = reg.pending.find(id);
+  return it == reg.pending.end() ? 0 : it->second->count;
 }
 
 }  // namespace weightcast::nccl

@@ -42,4 +42,10 @@ class LoopbackBroadcastGroupFactory final : public BroadcastGroupFactory {
 // single-process embeddings that hand the members to threads they start afterwards.
 [[nodiscard]] Result<std::vector<std::unique_ptr<BroadcastGroup>>> make_loopback_group(int ranks);
 
+// What a test waits on instead of sleeping (the event, not a guess at its time): how many
+// members of `member`'s group wait in broadcast() now (0 for a member of another kind), and
+// how many members have joined the pending id `id` and wait in join() (0 once complete).
+int loopback_members_in_broadcast(const BroadcastGroup& member);
+int loopback_members_joining(const std::string& id);
+
 }  // namespace weightcast::nccl
