@@ -13,6 +13,7 @@
 
 #include "codec/cpu_dispatch.h"
 #include "codec/float_convert.h"
+#include "codec/fp8_quantize_avx2.h"
 #include "codec/fp8_quantize_avx512.h"
 
 namespace weightcast {
@@ -225,12 +226,16 @@ Status quantize_fp8_blocks(const TensorRef& in, std::span<uint8_t> q, std::span<
                             std::to_string(grid_rows * grid_cols) + " needed)");
   }
   const std::vector<int64_t> strides = in.effective_strides();
-  if (in.dtype == DType::kBF16 && strides[1] == 1 && fp8_avx512_available()) {
+  // Contiguous bf16 rows: a kernel that reads the bf16 lanes where they lie.
+  const auto band_kernel = fp8_avx512_available() ? quantize_bf16_band_avx512
+                           : fp8_avx2_available() ? quantize_bf16_band_avx2
+                                                  : nullptr;
+  if (in.dtype == DType::kBF16 && strides[1] == 1 && band_kernel != nullptr) {
     const auto* base = static_cast<const uint16_t*>(in.data) + in.offset;
     for (int64_t br = 0; br < grid_rows; ++br) {
       const int64_t r0 = br * kFp8Block, n = std::min(rows - r0, kFp8Block);
-      quantize_bf16_band_avx512(base + r0 * strides[0], strides[0], n, cols, q.data() + r0 * cols,
-                                scale_inv.data() + br * grid_cols);
+      band_kernel(base + r0 * strides[0], strides[0], n, cols, q.data() + r0 * cols,
+                  scale_inv.data() + br * grid_cols);
     }
     return ok_status();
   }
