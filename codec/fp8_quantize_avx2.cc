@@ -83,29 +83,81 @@ __attribute__((target("avx2"))) inline __m256i codes8(__m128i x8, __m256 scale) 
                          _mm256_and_si256(_mm256_srli_epi32(bits, 24), _mm256_set1_epi32(0x80)));
 }
 
-// 32 values: four code vectors packed to bytes by two saturating packs (the codes are 0..255)
-// and put back in order by one permutation, as each pack works within 128-bit lanes.
-__attribute__((target("avx2"))) inline void quantise32(const uint16_t* in, __m256 scale,
-                                                       uint8_t* out) {
-  __m256i c[4];
-  for (int t = 0; t < 4; ++t) {
-    c[t] = codes8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 8 * t)), scale);
+// The codes of 16 values by division (codes8 twice), as 16-bit lanes in order.
+__attribute__((target("avx2"))) inline __m256i divided16(const uint16_t* in, __m256 scale) {
+  const __m256i lo = codes8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)), scale);
+  const __m256i hi = codes8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 8)), scale);
+  // packus works within 128-bit lanes: [lo 0-3, hi 0-3 | lo 4-7, hi 4-7], reordered by qword.
+  return _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8);
+}
+
+// A block's codes without a division per value. A bf16 magnitude is m_k 2^(E - 127), m_k =
+// 1 + k / 128 (E its exponent field, 1..254, k its 7 mantissa bits); the correctly rounded fp32
+// quotient by the block's scale scales exactly by powers of two while it stays normal, and an
+// e4m3fn code of a normal value grows by 8 per binade (a rounding carry just increments it), so
+// code(x / s) = 8 E + T[k], with T[k] the code (unsaturated, any exponent) of fl32(m_k / s)
+// less 8 * 127. That holds where the code is 8 or more (the quotient rounds to e4m3fn's normal
+// range, where its rounding and the subnormal one agree); the other values (e4m3fn
+// subnormals, zeros, bf16 subnormals, infinities and NaNs) are divided. T rises by at most one
+// per k and by at most 8 over the 128 of them, so it is T[0] plus the number of its 8 steps at
+// or below k: 8 compares, no table lookup (AVX2 has no 128-entry one).
+struct alignas(32) BlockCodes {
+  __m256i base;     // T[0] in every 16-bit lane
+  __m256i step[8];  // k > step[j] (the k where T reaches T[0] + j + 1, less one; 127: never)
+};
+
+__attribute__((target("avx2"))) BlockCodes block_codes(float s) {
+  int16_t t[128];
+  for (uint32_t k = 0; k < 128; ++k) {
+    const uint32_t q = std::bit_cast<uint32_t>(std::bit_cast<float>((127u << 23) | (k << 16)) / s);
+    const uint32_t rounded = (q + (1u << 19) - 1 + ((q >> 20) & 1u)) >> 20;  // as the encoder
+    t[k] = static_cast<int16_t>(static_cast<int32_t>(rounded) - ((127 - 7) << 3) - 8 * 127);
   }
-  const __m256i packed =
-      _mm256_packus_epi16(_mm256_packus_epi32(c[0], c[1]), _mm256_packus_epi32(c[2], c[3]));
-  // Lane h of `packed` holds 4 codes of each of c[0..3] (h = 0: their first 4, 1: their last
-  // 4); dword 2 t + h of the output is c[t]'s half h.
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_permutevar8x32_epi32(packed, order));
+  BlockCodes c;
+  c.base = _mm256_set1_epi16(t[0]);
+  for (int j = 0; j < 8; ++j) {
+    int k = 0;
+    while (k < 128 && t[k] < t[0] + j + 1) ++k;
+    c.step[j] = _mm256_set1_epi16(static_cast<int16_t>(k - 1));
+  }
+  return c;
+}
+
+// 16 values' codes as 16-bit lanes: 8 E + T[k] where that is a normal code, the division
+// elsewhere.
+__attribute__((target("avx2"))) inline __m256i codes16(const uint16_t* in, const BlockCodes& c,
+                                                       __m256 scale) {
+  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in));
+  const __m256i a = _mm256_and_si256(x, _mm256_set1_epi16(0x7FFF));
+  const __m256i e = _mm256_srli_epi16(a, 7), k = _mm256_and_si256(a, _mm256_set1_epi16(0x7F));
+  __m256i code = _mm256_add_epi16(_mm256_slli_epi16(e, 3), c.base);
+  for (int j = 0; j < 8; ++j) code = _mm256_sub_epi16(code, _mm256_cmpgt_epi16(k, c.step[j]));
+  const __m256i valid =
+      _mm256_and_si256(_mm256_cmpgt_epi16(code, _mm256_set1_epi16(7)),
+                       _mm256_and_si256(_mm256_cmpgt_epi16(e, _mm256_setzero_si256()),
+                                        _mm256_cmpgt_epi16(_mm256_set1_epi16(255), e)));
+  const __m256i r =
+      _mm256_or_si256(_mm256_min_epi16(code, _mm256_set1_epi16(0x7E)),
+                      _mm256_and_si256(_mm256_srli_epi16(x, 8), _mm256_set1_epi16(0x80)));
+  if (_mm256_movemask_epi8(valid) == -1) return r;
+  return _mm256_blendv_epi8(divided16(in, scale), r, valid);
+}
+
+// 32 values: two code vectors packed to bytes (the codes are 0..255) and put back in order.
+__attribute__((target("avx2"))) inline void quantise32(const uint16_t* in, const BlockCodes& c,
+                                                       __m256 scale, uint8_t* out) {
+  const __m256i packed = _mm256_packus_epi16(codes16(in, c, scale), codes16(in + 16, c, scale));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_permute4x64_epi64(packed, 0xD8));
 }
 
 // The first `n` (1..31) of 32 values, through zero-padded copies.
-__attribute__((target("avx2"))) void quantise_tail(const uint16_t* in, int64_t n, __m256 scale,
+__attribute__((target("avx2"))) void quantise_tail(const uint16_t* in, int64_t n,
+                                                   const BlockCodes& c, __m256 scale,
                                                    uint8_t* out) {
   alignas(32) uint16_t x[32] = {};
   alignas(32) uint8_t q[32];
   std::memcpy(x, in, static_cast<size_t>(n) * 2);
-  quantise32(x, scale, q);
+  quantise32(x, c, scale, q);
   std::memcpy(out, q, static_cast<size_t>(n));
 }
 
@@ -127,8 +179,10 @@ __attribute__((target("avx2"))) void quantize_bf16_band_avx2(const uint16_t* fir
         acc[b] = fold_amax(acc[b], row + at, std::min(width - at, kFp8Block));
       }
     }
+    BlockCodes codes[kChunkBlocks];
     for (int64_t b = 0; b < nb; ++b) {
       scales[b0 + b] = std::max(reduce_amax(acc[b]), kFp8MinAmax) / kFp8Max;  // fp32
+      codes[b] = block_codes(scales[b0 + b]);
     }
     for (int64_t r = 0; r < rows; ++r) {
       const uint16_t* row = first + r * pitch + c0;
@@ -137,8 +191,8 @@ __attribute__((target("avx2"))) void quantize_bf16_band_avx2(const uint16_t* fir
         const int64_t at = b * kFp8Block, w = std::min(width - at, kFp8Block);
         const __m256 scale = _mm256_set1_ps(scales[b0 + b]);
         int64_t k = 0;
-        for (; k + 32 <= w; k += 32) quantise32(row + at + k, scale, out + at + k);
-        if (k < w) quantise_tail(row + at + k, w - k, scale, out + at + k);
+        for (; k + 32 <= w; k += 32) quantise32(row + at + k, codes[b], scale, out + at + k);
+        if (k < w) quantise_tail(row + at + k, w - k, codes[b], scale, out + at + k);
       }
     }
   }
