@@ -98,56 +98,97 @@ __attribute__((target("avx2"))) inline __m256i divided16(const uint16_t* in, __m
 // code(x / s) = 8 E + T[k], with T[k] the code (unsaturated, any exponent) of fl32(m_k / s)
 // less 8 * 127. That holds where the code is 8 or more (the quotient rounds to e4m3fn's normal
 // range, where its rounding and the subnormal one agree); the other values (e4m3fn
-// subnormals, zeros, bf16 subnormals, infinities and NaNs) are divided. T rises by at most one
-// per k and by at most 8 over the 128 of them, so it is T[0] plus the number of its 8 steps at
-// or below k: 8 compares, no table lookup (AVX2 has no 128-entry one).
+// subnormals, zeros, bf16 subnormals, infinities and NaNs) are divided.
+//
+// In bytes, 32 values at a time: T rises by at most one per k and by at most 8 over the 128
+// of them, with steps more than 8 apart in k, so T[k] = T[0] + D[k >> 4] + (k & 15 >= R1[k >>
+// 4]) + (k & 15 >= R2[k >> 4]) (three 16-entry lookups). Below exponent E0 (the least E whose
+// code can be 8) every code is under 8; from E0 + 16 on every code saturates. So with t =
+// min(E - E0, 16), code = 8 t + (8 E0 + T[k]), 0..208, and 8 E0 + T[0] is 0..72.
 struct alignas(32) BlockCodes {
-  __m256i base;     // T[0] in every 16-bit lane
-  __m256i step[8];  // k > step[j] (the k where T reaches T[0] + j + 1, less one; 127: never)
+  bool usable = false;    // false: a table that does not fit (never seen), the block is divided
+  __m256i e0;             // E0 in every byte
+  __m256i start;          // 8 E0 + T[16 h] at byte h (h = k >> 4), both 128-bit lanes
+  __m256i first, second;  // the low nibble of T's first and second step in range h, less one
 };
 
 __attribute__((target("avx2"))) BlockCodes block_codes(float s) {
-  int16_t t[128];
+  int32_t t[128];
   for (uint32_t k = 0; k < 128; ++k) {
     const uint32_t q = std::bit_cast<uint32_t>(std::bit_cast<float>((127u << 23) | (k << 16)) / s);
     const uint32_t rounded = (q + (1u << 19) - 1 + ((q >> 20) & 1u)) >> 20;  // as the encoder
-    t[k] = static_cast<int16_t>(static_cast<int32_t>(rounded) - ((127 - 7) << 3) - 8 * 127);
+    t[k] = static_cast<int32_t>(rounded) - ((127 - 7) << 3) - 8 * 127;
   }
   BlockCodes c;
-  c.base = _mm256_set1_epi16(t[0]);
-  for (int j = 0; j < 8; ++j) {
-    int k = 0;
-    while (k < 128 && t[k] < t[0] + j + 1) ++k;
-    c.step[j] = _mm256_set1_epi16(static_cast<int16_t>(k - 1));
+  // E0: the least E >= 1 with 8 E + T[0] + 8 >= 8.
+  const int32_t e0 = std::max(1, (7 - t[0]) / 8);  // ceil(-T[0] / 8) where that is positive
+  const int32_t r0 = 8 * e0 + t[0];
+  if (r0 < 0 || r0 > 72 || t[127] - t[0] > 8) return c;
+  alignas(32) int8_t start[32] = {}, first[32], second[32];
+  for (int h = 0; h < 8; ++h) {
+    int steps[2] = {16, 16}, n = 0;
+    for (int lo = 1; lo < 16; ++lo) {
+      const int32_t rise = t[16 * h + lo] - t[16 * h + lo - 1];
+      if (rise < 0 || rise > 1 || (rise == 1 && n == 2)) return c;
+      if (rise == 1) steps[n++] = lo;
+    }
+    for (int lane = 0; lane < 2; ++lane) {
+      start[16 * lane + h] = static_cast<int8_t>(r0 + t[16 * h] - t[0]);
+      first[16 * lane + h] = static_cast<int8_t>(steps[0] - 1);
+      second[16 * lane + h] = static_cast<int8_t>(steps[1] - 1);
+    }
   }
+  for (int h = 8; h < 16; ++h) {  // k >> 4 is at most 7; these entries are never read
+    first[h] = first[16 + h] = second[h] = second[16 + h] = 15;
+  }
+  c.e0 = _mm256_set1_epi8(static_cast<int8_t>(e0));
+  c.start = _mm256_load_si256(reinterpret_cast<const __m256i*>(start));
+  c.first = _mm256_load_si256(reinterpret_cast<const __m256i*>(first));
+  c.second = _mm256_load_si256(reinterpret_cast<const __m256i*>(second));
+  c.usable = true;
   return c;
 }
 
-// 16 values' codes as 16-bit lanes: 8 E + T[k] where that is a normal code, the division
-// elsewhere.
-__attribute__((target("avx2"))) inline __m256i codes16(const uint16_t* in, const BlockCodes& c,
-                                                       __m256 scale) {
-  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in));
-  const __m256i a = _mm256_and_si256(x, _mm256_set1_epi16(0x7FFF));
-  const __m256i e = _mm256_srli_epi16(a, 7), k = _mm256_and_si256(a, _mm256_set1_epi16(0x7F));
-  __m256i code = _mm256_add_epi16(_mm256_slli_epi16(e, 3), c.base);
-  for (int j = 0; j < 8; ++j) code = _mm256_sub_epi16(code, _mm256_cmpgt_epi16(k, c.step[j]));
-  const __m256i valid =
-      _mm256_and_si256(_mm256_cmpgt_epi16(code, _mm256_set1_epi16(7)),
-                       _mm256_and_si256(_mm256_cmpgt_epi16(e, _mm256_setzero_si256()),
-                                        _mm256_cmpgt_epi16(_mm256_set1_epi16(255), e)));
-  const __m256i r =
-      _mm256_or_si256(_mm256_min_epi16(code, _mm256_set1_epi16(0x7E)),
-                      _mm256_and_si256(_mm256_srli_epi16(x, 8), _mm256_set1_epi16(0x80)));
-  if (_mm256_movemask_epi8(valid) == -1) return r;
-  return _mm256_blendv_epi8(divided16(in, scale), r, valid);
+// The bytes of 16-bit lanes a and b, in the lane-interleaved order of packus (fixed by one
+// permutation at the store).
+__attribute__((target("avx2"))) inline __m256i bytes_of(__m256i a, __m256i b) {
+  return _mm256_packus_epi16(a, b);
 }
 
-// 32 values: two code vectors packed to bytes (the codes are 0..255) and put back in order.
+// 32 values: 8 t + start + steps where that is a normal code, the division elsewhere.
 __attribute__((target("avx2"))) inline void quantise32(const uint16_t* in, const BlockCodes& c,
                                                        __m256 scale, uint8_t* out) {
-  const __m256i packed = _mm256_packus_epi16(codes16(in, c, scale), codes16(in + 16, c, scale));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_permute4x64_epi64(packed, 0xD8));
+  const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in));
+  const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 16));
+  __m256i r;
+  if (!c.usable) {
+    r = bytes_of(divided16(in, scale), divided16(in + 16, scale));
+  } else {
+    const __m256i magnitude = _mm256_set1_epi16(0x7FFF), nibble = _mm256_set1_epi8(0x0F);
+    const __m256i a0 = _mm256_and_si256(x0, magnitude), a1 = _mm256_and_si256(x1, magnitude);
+    const __m256i e = bytes_of(_mm256_srli_epi16(a0, 7), _mm256_srli_epi16(a1, 7));
+    const __m256i k = bytes_of(_mm256_and_si256(a0, _mm256_set1_epi16(0x7F)),
+                               _mm256_and_si256(a1, _mm256_set1_epi16(0x7F)));
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(k, 4), nibble);
+    const __m256i lo = _mm256_and_si256(k, nibble);
+    __m256i rest = _mm256_shuffle_epi8(c.start, hi);
+    rest = _mm256_sub_epi8(rest, _mm256_cmpgt_epi8(lo, _mm256_shuffle_epi8(c.first, hi)));
+    rest = _mm256_sub_epi8(rest, _mm256_cmpgt_epi8(lo, _mm256_shuffle_epi8(c.second, hi)));
+    const __m256i t = _mm256_min_epu8(_mm256_subs_epu8(e, c.e0), _mm256_set1_epi8(16));
+    const __m256i code = _mm256_add_epi8(_mm256_slli_epi16(t, 3), rest);  // 8 t <= 128: no spill
+    const __m256i valid = _mm256_andnot_si256(
+        _mm256_cmpeq_epi8(e, _mm256_set1_epi8(static_cast<char>(0xFF))),
+        _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_max_epu8(e, c.e0), e),
+                         _mm256_cmpeq_epi8(_mm256_max_epu8(code, _mm256_set1_epi8(8)), code)));
+    const __m256i sign =
+        _mm256_and_si256(bytes_of(_mm256_srli_epi16(x0, 8), _mm256_srli_epi16(x1, 8)),
+                         _mm256_set1_epi8(static_cast<char>(0x80)));
+    r = _mm256_or_si256(_mm256_min_epu8(code, _mm256_set1_epi8(0x7E)), sign);
+    if (_mm256_movemask_epi8(valid) != -1) {
+      r = _mm256_blendv_epi8(bytes_of(divided16(in, scale), divided16(in + 16, scale)), r, valid);
+    }
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_permute4x64_epi64(r, 0xD8));
 }
 
 // The first `n` (1..31) of 32 values, through zero-padded copies.
