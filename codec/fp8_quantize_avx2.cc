@@ -28,34 +28,38 @@ namespace {
 // stack, and the second read of their rows (to quantise) comes from cache.
 constexpr int64_t kChunkBlocks = 32;
 
-// The largest finite magnitude of a block's `w` (1..128) values in row `row`, folded into the
-// 16 lanes of `best` (16-bit patterns: finite bf16 magnitudes order as their values do, and
-// patterns from 0x7F80 up, infinities and NaNs, count as zero). Signed 16-bit compares are
-// exact here as magnitudes are at most 0x7FFF.
+// The largest magnitude of a block's `w` (1..128) values in row `row`, folded into the 16
+// lanes of `best` as 16-bit patterns (bf16 magnitudes order as their values do). With
+// kFinite, patterns from 0x7F80 up (infinities and NaNs) count as zero: the second pass over a
+// block whose plain amax is not finite (signed 16-bit compares are exact, magnitudes being at
+// most 0x7FFF).
+template <bool kFinite>
+__attribute__((target("avx2"))) inline __m256i fold16(__m256i best, __m256i x) {
+  const __m256i a = _mm256_and_si256(x, _mm256_set1_epi16(0x7FFF));
+  if (!kFinite) return _mm256_max_epu16(best, a);
+  return _mm256_max_epu16(best,
+                          _mm256_and_si256(a, _mm256_cmpgt_epi16(_mm256_set1_epi16(0x7F80), a)));
+}
+
+template <bool kFinite>
 __attribute__((target("avx2"))) inline __m256i fold_amax(__m256i best, const uint16_t* row,
                                                          int64_t w) {
-  const __m256i magnitude = _mm256_set1_epi16(0x7FFF), inf = _mm256_set1_epi16(0x7F80);
   int64_t k = 0;
   for (; k + 16 <= w; k += 16) {
-    const __m256i a =
-        _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + k)), magnitude);
-    best = _mm256_max_epu16(best, _mm256_and_si256(a, _mm256_cmpgt_epi16(inf, a)));
+    best = fold16<kFinite>(best, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + k)));
   }
   if (k < w) {  // a ragged block's last values, through a zero-padded copy
     alignas(32) uint16_t tail[16] = {};
     std::memcpy(tail, row + k, static_cast<size_t>(w - k) * 2);
-    const __m256i a =
-        _mm256_and_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(tail)), magnitude);
-    best = _mm256_max_epu16(best, _mm256_and_si256(a, _mm256_cmpgt_epi16(inf, a)));
+    best = fold16<kFinite>(best, _mm256_load_si256(reinterpret_cast<const __m256i*>(tail)));
   }
   return best;
 }
 
-__attribute__((target("avx2"))) float reduce_amax(__m256i lanes) {
+__attribute__((target("avx2"))) uint16_t reduce_amax(__m256i lanes) {
   alignas(32) uint16_t l[16];
   _mm256_store_si256(reinterpret_cast<__m256i*>(l), lanes);
-  const uint16_t best = *std::max_element(l, l + 16);
-  return std::bit_cast<float>(uint32_t{best} << 16);
+  return *std::max_element(l, l + 16);
 }
 
 // 8 bf16 values to their e4m3fn codes (one per 32-bit lane, sign in bit 7): the division in
@@ -217,12 +221,21 @@ __attribute__((target("avx2"))) void quantize_bf16_band_avx2(const uint16_t* fir
       const uint16_t* row = first + r * pitch + c0;
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t at = b * kFp8Block;
-        acc[b] = fold_amax(acc[b], row + at, std::min(width - at, kFp8Block));
+        acc[b] = fold_amax<false>(acc[b], row + at, std::min(width - at, kFp8Block));
       }
     }
     BlockCodes codes[kChunkBlocks];
     for (int64_t b = 0; b < nb; ++b) {
-      scales[b0 + b] = std::max(reduce_amax(acc[b]), kFp8MinAmax) / kFp8Max;  // fp32
+      uint16_t amax = reduce_amax(acc[b]);
+      if (amax >= 0x7F80) {  // an infinity or NaN in the block: its finite amax, by a second pass
+        const int64_t at = b * kFp8Block, w = std::min(width - at, kFp8Block);
+        __m256i finite = _mm256_setzero_si256();
+        for (int64_t r = 0; r < rows; ++r)
+          finite = fold_amax<true>(finite, first + r * pitch + c0 + at, w);
+        amax = reduce_amax(finite);
+      }
+      const float amax_value = std::bit_cast<float>(uint32_t{amax} << 16);
+      scales[b0 + b] = std::max(amax_value, kFp8MinAmax) / kFp8Max;  // fp32
       codes[b] = block_codes(scales[b0 + b]);
     }
     for (int64_t r = 0; r < rows; ++r) {
