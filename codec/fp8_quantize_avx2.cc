@@ -105,15 +105,17 @@ __attribute__((target("avx2"))) inline __m256i divided16(const uint16_t* in, __m
 // subnormals, zeros, bf16 subnormals, infinities and NaNs) are divided.
 //
 // In bytes, 32 values at a time: T rises by at most one per k and by at most 8 over the 128
-// of them, with steps more than 8 apart in k, so T[k] = T[0] + D[k >> 4] + (k & 15 >= R1[k >>
-// 4]) + (k & 15 >= R2[k >> 4]) (three 16-entry lookups). Below exponent E0 (the least E whose
-// code can be 8) every code is under 8; from E0 + 16 on every code saturates. So with t =
-// min(E - E0, 16), code = 8 t + (8 E0 + T[k]), 0..208, and 8 E0 + T[0] is 0..72.
+// of them, with steps more than 8 apart in k, so T[k] = T[16 h] + (k >= F[h]) + (k >= S[h]),
+// h = k >> 4, F and S the (at most two) steps in 16 h .. 16 h + 15: three 16-entry lookups.
+// Below exponent E0 (the least E whose code can be 8) every code is under 8; from E0 + 16 on
+// every code saturates. So with t = min(E - E0, 16), code = 8 t + (8 E0 + T[k]), 0..208, and
+// 8 E0 + T[0] is 0..72.
 struct alignas(32) BlockCodes {
   bool usable = false;    // false: a table that does not fit (never seen), the block is divided
   __m256i e0;             // E0 in every byte
+  __m256i d_max;          // 254 - E0 in every byte: the largest E - E0 of a finite value
   __m256i start;          // 8 E0 + T[16 h] at byte h (h = k >> 4), both 128-bit lanes
-  __m256i first, second;  // the low nibble of T's first and second step in range h, less one
+  __m256i first, second;  // F[h] - 1 and S[h] - 1 at byte h (127: no such step)
 };
 
 __attribute__((target("avx2"))) BlockCodes block_codes(float s) {
@@ -138,14 +140,15 @@ __attribute__((target("avx2"))) BlockCodes block_codes(float s) {
     }
     for (int lane = 0; lane < 2; ++lane) {
       start[16 * lane + h] = static_cast<int8_t>(r0 + t[16 * h] - t[0]);
-      first[16 * lane + h] = static_cast<int8_t>(steps[0] - 1);
-      second[16 * lane + h] = static_cast<int8_t>(steps[1] - 1);
+      first[16 * lane + h] = static_cast<int8_t>(16 * h + steps[0] - 1);
+      second[16 * lane + h] = static_cast<int8_t>(16 * h + steps[1] - 1);
     }
   }
   for (int h = 8; h < 16; ++h) {  // k >> 4 is at most 7; these entries are never read
-    first[h] = first[16 + h] = second[h] = second[16 + h] = 15;
+    first[h] = first[16 + h] = second[h] = second[16 + h] = 127;
   }
   c.e0 = _mm256_set1_epi8(static_cast<int8_t>(e0));
+  c.d_max = _mm256_set1_epi8(static_cast<int8_t>(254 - e0));
   c.start = _mm256_load_si256(reinterpret_cast<const __m256i*>(start));
   c.first = _mm256_load_si256(reinterpret_cast<const __m256i*>(first));
   c.second = _mm256_load_si256(reinterpret_cast<const __m256i*>(second));
@@ -168,22 +171,22 @@ __attribute__((target("avx2"))) inline void quantise32(const uint16_t* in, const
   if (!c.usable) {
     r = bytes_of(divided16(in, scale), divided16(in + 16, scale));
   } else {
-    const __m256i magnitude = _mm256_set1_epi16(0x7FFF), nibble = _mm256_set1_epi8(0x0F);
+    const __m256i magnitude = _mm256_set1_epi16(0x7FFF);
     const __m256i a0 = _mm256_and_si256(x0, magnitude), a1 = _mm256_and_si256(x1, magnitude);
     const __m256i e = bytes_of(_mm256_srli_epi16(a0, 7), _mm256_srli_epi16(a1, 7));
     const __m256i k = bytes_of(_mm256_and_si256(a0, _mm256_set1_epi16(0x7F)),
                                _mm256_and_si256(a1, _mm256_set1_epi16(0x7F)));
-    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(k, 4), nibble);
-    const __m256i lo = _mm256_and_si256(k, nibble);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(k, 4), _mm256_set1_epi8(0x0F));
     __m256i rest = _mm256_shuffle_epi8(c.start, hi);
-    rest = _mm256_sub_epi8(rest, _mm256_cmpgt_epi8(lo, _mm256_shuffle_epi8(c.first, hi)));
-    rest = _mm256_sub_epi8(rest, _mm256_cmpgt_epi8(lo, _mm256_shuffle_epi8(c.second, hi)));
-    const __m256i t = _mm256_min_epu8(_mm256_subs_epu8(e, c.e0), _mm256_set1_epi8(16));
+    rest = _mm256_sub_epi8(rest, _mm256_cmpgt_epi8(k, _mm256_shuffle_epi8(c.first, hi)));
+    rest = _mm256_sub_epi8(rest, _mm256_cmpgt_epi8(k, _mm256_shuffle_epi8(c.second, hi)));
+    // d = E - E0, wrapping: E0..254 are d = 0..254 - E0, every other E (0, under E0, 255) more.
+    const __m256i d = _mm256_sub_epi8(e, c.e0);
+    const __m256i t = _mm256_min_epu8(d, _mm256_set1_epi8(16));
     const __m256i code = _mm256_add_epi8(_mm256_slli_epi16(t, 3), rest);  // 8 t <= 128: no spill
-    const __m256i valid = _mm256_andnot_si256(
-        _mm256_cmpeq_epi8(e, _mm256_set1_epi8(static_cast<char>(0xFF))),
-        _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_max_epu8(e, c.e0), e),
-                         _mm256_cmpeq_epi8(_mm256_max_epu8(code, _mm256_set1_epi8(8)), code)));
+    const __m256i valid =
+        _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_min_epu8(d, c.d_max), d),
+                         _mm256_cmpeq_epi8(_mm256_max_epu8(code, _mm256_set1_epi8(8)), code));
     const __m256i sign =
         _mm256_and_si256(bytes_of(_mm256_srli_epi16(x0, 8), _mm256_srli_epi16(x1, 8)),
                          _mm256_set1_epi8(static_cast<char>(0x80)));
