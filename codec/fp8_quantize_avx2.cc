@@ -171,11 +171,16 @@ __attribute__((target("avx2"))) inline void quantise32(const uint16_t* in, const
   if (!c.usable) {
     r = bytes_of(divided16(in, scale), divided16(in + 16, scale));
   } else {
-    const __m256i magnitude = _mm256_set1_epi16(0x7FFF);
-    const __m256i a0 = _mm256_and_si256(x0, magnitude), a1 = _mm256_and_si256(x1, magnitude);
-    const __m256i e = bytes_of(_mm256_srli_epi16(a0, 7), _mm256_srli_epi16(a1, 7));
-    const __m256i k = bytes_of(_mm256_and_si256(a0, _mm256_set1_epi16(0x7F)),
-                               _mm256_and_si256(a1, _mm256_set1_epi16(0x7F)));
+    // Each value's low bytes (exponent bit 0, mantissa) and high bytes (sign, exponent bits
+    // 1-7), in packus's lane-interleaved order: one shuffle per vector and two unpacks.
+    const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0,
+                                           2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m256i s0 = _mm256_shuffle_epi8(x0, split), s1 = _mm256_shuffle_epi8(x1, split);
+    const __m256i low = _mm256_unpacklo_epi64(s0, s1), high = _mm256_unpackhi_epi64(s0, s1);
+    // E = high << 1 (the sign bit falls off) plus the top bit of the low byte.
+    const __m256i e = _mm256_sub_epi8(_mm256_add_epi8(high, high),
+                                      _mm256_cmpgt_epi8(_mm256_setzero_si256(), low));
+    const __m256i k = _mm256_and_si256(low, _mm256_set1_epi8(0x7F));
     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(k, 4), _mm256_set1_epi8(0x0F));
     __m256i rest = _mm256_shuffle_epi8(c.start, hi);
     rest = _mm256_sub_epi8(rest, _mm256_cmpgt_epi8(k, _mm256_shuffle_epi8(c.first, hi)));
@@ -187,9 +192,7 @@ __attribute__((target("avx2"))) inline void quantise32(const uint16_t* in, const
     const __m256i valid =
         _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_min_epu8(d, c.d_max), d),
                          _mm256_cmpeq_epi8(_mm256_max_epu8(code, _mm256_set1_epi8(8)), code));
-    const __m256i sign =
-        _mm256_and_si256(bytes_of(_mm256_srli_epi16(x0, 8), _mm256_srli_epi16(x1, 8)),
-                         _mm256_set1_epi8(static_cast<char>(0x80)));
+    const __m256i sign = _mm256_and_si256(high, _mm256_set1_epi8(static_cast<char>(0x80)));
     r = _mm256_or_si256(_mm256_min_epu8(code, _mm256_set1_epi8(0x7E)), sign);
     if (_mm256_movemask_epi8(valid) != -1) {
       r = _mm256_blendv_epi8(bytes_of(divided16(in, scale), divided16(in + 16, scale)), r, valid);
