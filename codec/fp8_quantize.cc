@@ -14,7 +14,6 @@
 #include "codec/cpu_dispatch.h"
 #include "codec/float_convert.h"
 #include "codec/fp8_quantize_avx2.h"
-#include "codec/fp8_quantize_avx512.h"
 
 namespace weightcast {
 namespace {
@@ -105,9 +104,11 @@ __attribute__((target("avx2"))) float finite_amax_avx2(const float* x, int64_t n
   return amax;
 }
 
-// The AVX-512 kernel's encoding (codec/fp8_quantize_avx512.cc, codes16) on 8 lanes: |v|
-// clamped to 448 by a MINPS that lets a NaN through, rounded to its e4m3fn step by one fp32
-// addition of 2^(max(e, -6) + 20), the code read off the sum's bits, a NaN saturating to 0x7F.
+// The encoding on 8 lanes (the bf16 kernel's division path, fp8_quantize_avx2.cc codes8, is
+// the same): |v| clamped to 448 by a MINPS that lets a NaN through, rounded to its e4m3fn step
+// by one fp32 addition of 2^(max(e, -6) + 20), whose ulp is e4m3fn's step at |v| (normal or
+// subnormal), the code read off the sum's bits as (exponent - 141) * 8 + mantissa, a NaN
+// saturating to 0x7F.
 __attribute__((target("avx2"))) void quantise_run_avx2(const float* x, int64_t n, float s,
                                                        uint8_t* out) {
   const __m256 scale = _mm256_set1_ps(s), hi = _mm256_set1_ps(kFp8Max);
@@ -226,16 +227,14 @@ Status quantize_fp8_blocks(const TensorRef& in, std::span<uint8_t> q, std::span<
                             std::to_string(grid_rows * grid_cols) + " needed)");
   }
   const std::vector<int64_t> strides = in.effective_strides();
-  // Contiguous bf16 rows: a kernel that reads the bf16 lanes where they lie.
-  const auto band_kernel = fp8_avx512_available() ? quantize_bf16_band_avx512
-                           : fp8_avx2_available() ? quantize_bf16_band_avx2
-                                                  : nullptr;
-  if (in.dtype == DType::kBF16 && strides[1] == 1 && band_kernel != nullptr) {
+  // Contiguous bf16 rows: the AVX2 kernel, which reads the bf16 lanes where they lie and
+  // divides only where a table cannot give the code (fp8_quantize_avx2.h).
+  if (in.dtype == DType::kBF16 && strides[1] == 1 && fp8_avx2_available()) {
     const auto* base = static_cast<const uint16_t*>(in.data) + in.offset;
     for (int64_t br = 0; br < grid_rows; ++br) {
       const int64_t r0 = br * kFp8Block, n = std::min(rows - r0, kFp8Block);
-      band_kernel(base + r0 * strides[0], strides[0], n, cols, q.data() + r0 * cols,
-                  scale_inv.data() + br * grid_cols);
+      quantize_bf16_band_avx2(base + r0 * strides[0], strides[0], n, cols, q.data() + r0 * cols,
+                              scale_inv.data() + br * grid_cols);
     }
     return ok_status();
   }

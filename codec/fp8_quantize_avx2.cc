@@ -63,9 +63,9 @@ __attribute__((target("avx2"))) uint16_t reduce_amax(__m256i lanes) {
 }
 
 // 8 bf16 values to their e4m3fn codes (one per 32-bit lane, sign in bit 7): the division in
-// fp32, then the AVX-512 kernel's encoding (codec/fp8_quantize_avx512.cc, codes16): |v| clamped
-// to 448 by a MINPS that lets a NaN through, rounded to its e4m3fn step by one fp32 addition
-// of 2^(max(e, -6) + 20), the code read off the sum's bits, a NaN saturating to 0x7F.
+// fp32, then the encoding of fp8_quantize.cc's quantise_run_avx2: |v| clamped to 448 by a
+// MINPS that lets a NaN through, rounded to its e4m3fn step by one fp32 addition of
+// 2^(max(e, -6) + 20), the code read off the sum's bits, a NaN saturating to 0x7F.
 __attribute__((target("avx2"))) inline __m256i codes8(__m128i x8, __m256 scale) {
   const __m256 v =
       _mm256_div_ps(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(x8), 16)), scale);

@@ -1,9 +1,11 @@
-// The AVX2 kernel of codec/fp8_quantize.h for contiguous bf16 rows (a whole matrix, or a column
-// half of a packed parameter), the AVX-512 kernel's structure on 256-bit vectors: each block's
-// amax on the 16-bit patterns where they lie (16 per instruction, no widened row copy), then
-// 32 values at a time widened, divided by the block's scale in fp32 and encoded, packed to
-// bytes in registers. Same results, bit for bit, as the portable and AVX-512 kernels (the
-// codec tests run every kernel, WEIGHTCAST_NO_AVX512 selecting this one on AVX-512 hosts).
+// The kernel of codec/fp8_quantize.h for contiguous bf16 rows (a whole matrix, or a column
+// half of a packed parameter), on AVX2: each block's amax on the 16-bit patterns where they
+// lie (16 per instruction, no widened row copy), then 32 values at a time with no division:
+// a value's code is 8 E + T[k] (E its exponent, k its 7 mantissa bits) from a per-block table
+// of the 128 mantissas, where that code is a normal e4m3fn one; the others (e4m3fn subnormals,
+// zeros, non-finite values) are divided. Same results, bit for bit, as the portable kernel
+// (the codec tests run both, WEIGHTCAST_NO_AVX2 selecting the portable one). The reasoning is
+// at block_codes in the .cc; the figures in docs/PERFORMANCE.md "FP8 block quantiser".
 #pragma once
 
 #include <cstdint>

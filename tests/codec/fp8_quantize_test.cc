@@ -130,7 +130,7 @@ TEST(Fp8Quantiser, TheBlocksLargestMagnitudeIs448AndRaggedEdgesHaveTheirOwnScale
   }
 }
 
-// Every kernel (the suite runs again with WEIGHTCAST_NO_AVX512 and WEIGHTCAST_NO_AVX2) against
+// Every kernel (the suite runs again with WEIGHTCAST_NO_AVX2, the portable one) against
 // the scalar encoder of the fp32 quotient, on 1024 blocks of bf16: each block's amax a random
 // bf16 magnitude (so the scales are arbitrary fp32 values, not powers of two), the other values
 // every magnitude up to it in turn, both signs. Each value's x / s lands anywhere relative to
