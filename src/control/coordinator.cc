@@ -1,5 +1,7 @@
 #include "src/control/coordinator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <utility>
@@ -23,7 +25,12 @@ Coordinator::Coordinator(proto::GroupConfig config, CoordinatorOptions options,
 
 Result<std::unique_ptr<Coordinator>> Coordinator::start(const proto::GroupConfig& config,
                                                         CoordinatorOptions options) {
-  ASSIGN_OR_RETURN(CurveServerOptions curve, coordinator_curve(config));
+  auto curve_or = coordinator_curve(config);
+  if (!curve_or.ok()) {
+    if (options.listen_fd >= 0) ::close(options.listen_fd);  // taken either way (coordinator.h)
+    return curve_or.status();
+  }
+  const CurveServerOptions curve = std::move(curve_or).value();
   const std::string bind =
       config.coordinator_bind().empty() ? config.coordinator_endpoint() : config.coordinator_bind();
   ASSIGN_OR_RETURN(

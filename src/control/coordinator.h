@@ -24,7 +24,7 @@ struct CoordinatorOptions {
   std::chrono::milliseconds offer_grace{2000};  // HEAD ahead of every offer for this long
   ControlLog log;                               // one line per event
   // An inherited listening TCP socket to serve instead of binding the endpoint
-  // (weightcastd --listen-fd; listen_socket.h); the coordinator owns and closes it.
+  // (weightcastd --listen-fd; listen_socket.h); start() takes it, whether it succeeds or not.
   int listen_fd = -1;
 };
 

@@ -5,6 +5,7 @@
 // (both inproc) are private to it.
 #include "src/control/zmq_channel.h"
 
+#include <unistd.h>
 #include <zmq.h>
 
 #include <array>
@@ -163,7 +164,12 @@ Result<std::unique_ptr<ControlServer>> ControlServer::bind(const std::string& en
                                                            const CurveServerOptions& curve,
                                                            const MessageLimits& limits,
                                                            ControlLog log, int listen_fd) {
-  if (listen_fd >= 0) RETURN_IF_ERROR(check_listen_socket(listen_fd, endpoint));
+  if (listen_fd >= 0) {
+    if (Status s = check_listen_socket(listen_fd, endpoint); !s.ok()) {
+      ::close(listen_fd);  // taken whether or not it is served (zmq_channel.h)
+      return s;
+    }
+  }
   auto impl = std::make_unique<Impl>();
   impl->limits = limits;
   impl->curve_enabled = curve.enabled;

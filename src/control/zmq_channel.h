@@ -54,8 +54,8 @@ class ControlServer {
  public:
   // Binds a ROUTER at `endpoint` ("tcp://127.0.0.1:5555", "tcp://127.0.0.1:*" for any free
   // port, "ipc:///path"); errors name the endpoint. With `listen_fd` >= 0 the ROUTER serves
-  // that already listening TCP socket instead (listen_socket.h checks it first); the server
-  // owns it from then on and closes it when destroyed.
+  // that already listening TCP socket instead (listen_socket.h checks it first); the call
+  // takes it either way: the server closes it when destroyed, a refusal closes it at once.
   static Result<std::unique_ptr<ControlServer>> bind(const std::string& endpoint,
                                                      const CurveServerOptions& curve,
                                                      const MessageLimits& limits = {},

@@ -113,9 +113,10 @@ TEST(ListenSocket, AServerRefusesASocketOnAnotherPortBeforeServingIt) {
   const int handed = ::fcntl(s.fd, F_DUPFD_CLOEXEC, 0);
   auto server =
       ControlServer::bind("tcp://127.0.0.1:" + std::to_string(s.port + 1), {}, {}, nullptr, handed);
-  ::close(handed);
   ASSERT_FALSE(server.ok());
   EXPECT_TRUE(contains(server.status().message(), "listens on port")) << server.status().message();
+  EXPECT_EQ(::fcntl(handed, F_GETFD), -1) << "the refused socket was left open";
+  EXPECT_NE(::fcntl(s.fd, F_GETFD), -1);  // the test's own is untouched
 }
 
 }  // namespace
