@@ -5,6 +5,11 @@
 #include "src/control/group_init.h"
 
 namespace weightcast::demo {
+namespace {
+
+constexpr size_t kMaxUnixSocketPath = 100;  // sockaddr_un's sun_path holds 108 with its NUL
+
+}  // namespace
 
 Result<DemoGroup> prepare_demo_group(const DemoArgs& args) {
   namespace fs = std::filesystem;
@@ -22,7 +27,16 @@ Result<DemoGroup> prepare_demo_group(const DemoArgs& args) {
   o.group_id = "demo";
   o.publishers = 1;
   o.subscribers = g.subscriber_ranks;
-  if (args.port) o.endpoint = "tcp://127.0.0.1:" + std::to_string(args.port);
+  if (args.port) {
+    o.endpoint = "tcp://127.0.0.1:" + std::to_string(args.port);
+  } else {
+    // Every rank runs on this host: a unix socket in the work directory, so no port is chosen
+    // and then left free for another process to take before the coordinator binds it. A path
+    // too long for a unix socket (sockaddr_un) falls back to a free loopback port.
+    const std::string sock =
+        fs::absolute(args.work_dir, ec).lexically_normal().string() + "/coordinator.sock";
+    if (!ec && sock.size() < kMaxUnixSocketPath) o.endpoint = "ipc://" + sock;
+  }
   o.anchor_every = args.anchor_every;
   o.demo_parameters = args.parameters;
   o.demo_density = args.density;

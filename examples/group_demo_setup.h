@@ -25,7 +25,7 @@ struct DemoArgs {
   // late join land mid-run on a small, fast model; 0: as fast as it can.
   uint32_t step_interval_ms = 0;
   uint32_t threads = 0;
-  uint16_t port = 0;     // 0: a free loopback port
+  uint16_t port = 0;     // 0: ipc://<work_dir>/coordinator.sock (all ranks on this host)
   std::string bin_dir;   // weightcastd and weightcast
   std::string launcher;  // deploy/local/weightcast-local
   std::string json_out;  // per-version figures, for bench/
