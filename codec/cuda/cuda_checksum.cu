@@ -1,5 +1,5 @@
-// C() (docs/FORMATS.md, the checksum) on the GPU. Contiguous 16-byte-aligned ranges of 1-, 2- and 4-byte
-// elements take the fast path: each thread loads 16 bytes at a time (four loads in flight),
+// C() (docs/FORMATS.md, the checksum) on the GPU. Contiguous 16-byte-aligned ranges of 1-, 2- and
+// 4-byte elements take the fast path: each thread loads 16 bytes at a time (four loads in flight),
 // computes S = sum m and W = sum (j + 1) m over the vector's elements with 32x32->64-bit
 // multiplies, and adds g * S + W for the vector's first global index g (the weights are
 // g + j + 1); partial sums
