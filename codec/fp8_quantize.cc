@@ -13,6 +13,7 @@
 
 #include "codec/cpu_dispatch.h"
 #include "codec/float_convert.h"
+#include "codec/fp8_codes_avx2.h"
 #include "codec/fp8_quantize_avx2.h"
 
 namespace weightcast {
@@ -104,40 +105,19 @@ __attribute__((target("avx2"))) float finite_amax_avx2(const float* x, int64_t n
   return amax;
 }
 
-// The encoding on 8 lanes (the bf16 kernel's division path, fp8_quantize_avx2.cc codes8, is
-// the same): |v| clamped to 448 by a MINPS that lets a NaN through, rounded to its e4m3fn step
-// by one fp32 addition of 2^(max(e, -6) + 20), whose ulp is e4m3fn's step at |v| (normal or
-// subnormal), the code read off the sum's bits as (exponent - 141) * 8 + mantissa, a NaN
-// saturating to 0x7F.
+// 8 lanes at a time: the division, then the shared encoding (codec/fp8_codes_avx2.h).
 __attribute__((target("avx2"))) void quantise_run_avx2(const float* x, int64_t n, float s,
                                                        uint8_t* out) {
-  const __m256 scale = _mm256_set1_ps(s), hi = _mm256_set1_ps(kFp8Max);
-  const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF),
-                exponent_mask = _mm256_set1_epi32(0x7F800000),
-                min_exponent = _mm256_set1_epi32((127 - 6) << 23),
-                step_shift = _mm256_set1_epi32(20 << 23), low5 = _mm256_set1_epi32(0x1F),
-                rebase = _mm256_set1_epi32(141 << 3), nan_code = _mm256_set1_epi32(kE4m3Nan),
-                sign_byte = _mm256_set1_epi32(0x80);
+  const __m256 scale = _mm256_set1_ps(s);
   // Byte 0 of each 32-bit lane, gathered into the low 4 bytes of each 128-bit half.
   const __m256i gather =
       _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
                        -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256i bits = _mm256_castps_si256(_mm256_div_ps(_mm256_loadu_ps(x + i), scale));
-    const __m256 a = _mm256_min_ps(hi, _mm256_castsi256_ps(_mm256_and_si256(bits, magnitude)));
-    const __m256i exponent =
-        _mm256_max_epu32(_mm256_and_si256(_mm256_castps_si256(a), exponent_mask), min_exponent);
-    const __m256i f = _mm256_castps_si256(
-        _mm256_add_ps(a, _mm256_castsi256_ps(_mm256_add_epi32(exponent, step_shift))));
-    const __m256i code = _mm256_min_epu32(
-        _mm256_sub_epi32(_mm256_add_epi32(_mm256_srli_epi32(f, 20), _mm256_and_si256(f, low5)),
-                         rebase),
-        nan_code);
-    const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(bits, 24), sign_byte);
-    const __m256i r = _mm256_shuffle_epi8(_mm256_or_si256(code, sign), gather);
-    const __m256i packed =
-        _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
+    const __m256i codes = e4m3fn_codes8(_mm256_div_ps(_mm256_loadu_ps(x + i), scale));
+    const __m256i packed = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(codes, gather),
+                                                       _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
     _mm_storel_epi64(reinterpret_cast<__m128i*>(out + i), _mm256_castsi256_si128(packed));
   }
   quantise_run_portable(x + i, n - i, s, out + i);

@@ -9,6 +9,7 @@
 #endif
 
 #include "codec/cpu_dispatch.h"
+#include "codec/fp8_codes_avx2.h"
 #include "codec/fp8_quantize.h"
 
 namespace weightcast {
@@ -62,29 +63,10 @@ __attribute__((target("avx2"))) uint16_t reduce_amax(__m256i lanes) {
   return *std::max_element(l, l + 16);
 }
 
-// 8 bf16 values to their e4m3fn codes (one per 32-bit lane, sign in bit 7): the division in
-// fp32, then the encoding of fp8_quantize.cc's quantise_run_avx2: |v| clamped to 448 by a
-// MINPS that lets a NaN through, rounded to its e4m3fn step by one fp32 addition of
-// 2^(max(e, -6) + 20), the code read off the sum's bits, a NaN saturating to 0x7F.
+// 8 bf16 values to their e4m3fn codes (one per 32-bit lane, sign in bit 7), by the division.
 __attribute__((target("avx2"))) inline __m256i codes8(__m128i x8, __m256 scale) {
-  const __m256 v =
-      _mm256_div_ps(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(x8), 16)), scale);
-  const __m256i bits = _mm256_castps_si256(v);
-  const __m256 a =
-      _mm256_min_ps(_mm256_set1_ps(kFp8Max),
-                    _mm256_castsi256_ps(_mm256_and_si256(bits, _mm256_set1_epi32(0x7FFFFFFF))));
-  const __m256i exponent =
-      _mm256_max_epu32(_mm256_and_si256(_mm256_castps_si256(a), _mm256_set1_epi32(0x7F800000)),
-                       _mm256_set1_epi32((127 - 6) << 23));
-  const __m256 bias = _mm256_castsi256_ps(_mm256_add_epi32(exponent, _mm256_set1_epi32(20 << 23)));
-  const __m256i f = _mm256_castps_si256(_mm256_add_ps(a, bias));
-  const __m256i code = _mm256_min_epu32(
-      _mm256_sub_epi32(
-          _mm256_add_epi32(_mm256_srli_epi32(f, 20), _mm256_and_si256(f, _mm256_set1_epi32(0x1F))),
-          _mm256_set1_epi32(141 << 3)),
-      _mm256_set1_epi32(0x7F));
-  return _mm256_or_si256(code,
-                         _mm256_and_si256(_mm256_srli_epi32(bits, 24), _mm256_set1_epi32(0x80)));
+  const __m256i widened = _mm256_slli_epi32(_mm256_cvtepu16_epi32(x8), 16);
+  return e4m3fn_codes8(_mm256_div_ps(_mm256_castsi256_ps(widened), scale));
 }
 
 // The codes of 16 values by division (codes8 twice), as 16-bit lanes in order.

@@ -1,8 +1,5 @@
 #include "src/control/group_init.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -10,24 +7,15 @@
 
 #include "src/control/curve_keys.h"
 #include "src/control/group_config.h"
+#include "src/control/listen_socket.h"
 #include "transport/user_file_writer.h"
 
 namespace weightcast {
 
 Result<uint16_t> free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return io_error("socket() for a free port failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ::close(fd);
-    return io_error("cannot bind 127.0.0.1:0 to find a free port");
-  }
-  ::close(fd);
-  return static_cast<uint16_t>(ntohs(addr.sin_port));
+  ASSIGN_OR_RETURN(const LoopbackListener listener, listen_on_loopback());
+  ::close(listener.fd);
+  return listener.port;
 }
 
 Result<GroupInitResult> init_group(const GroupInitOptions& o) {

@@ -1,8 +1,10 @@
 #include "src/control/listen_socket.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -67,6 +69,22 @@ Status check_listen_socket(int fd, const std::string& endpoint) {
                             "': the other ranks would not reach it");
   }
   return ok_status();
+}
+
+Result<LoopbackListener> listen_on_loopback() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return io_error(std::string("socket() for a loopback port: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 128) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    return io_error("cannot listen on 127.0.0.1 at a free port: " + why);
+  }
+  return LoopbackListener{fd, ntohs(addr.sin_port)};
 }
 
 }  // namespace weightcast

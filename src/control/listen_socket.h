@@ -5,6 +5,7 @@
 // coordinator serves the very socket its clients were already connecting to.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "codec/status.h"
@@ -16,5 +17,14 @@ namespace weightcast {
 // instead (not open, not a socket, not listening, not TCP) and, on a port mismatch, both
 // ports: the group's other ranks connect to the endpoint's port, not to the socket's.
 Status check_listen_socket(int fd, const std::string& endpoint);
+
+// A TCP socket listening on 127.0.0.1 at a port the kernel chose (close-on-exec), and that
+// port: what a launcher or test binds once and hands to the coordinator. Errors say what the
+// kernel refused.
+struct LoopbackListener {
+  int fd = -1;
+  uint16_t port = 0;
+};
+Result<LoopbackListener> listen_on_loopback();
 
 }  // namespace weightcast

@@ -1,22 +1,18 @@
 #include "tests/group/group_harness.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "src/control/curve_keys.h"
 #include "src/control/group_config.h"
+#include "src/control/listen_socket.h"
 
 namespace weightcast::testing {
 
@@ -24,33 +20,14 @@ std::string weightcastd_path() {
   return WEIGHTCASTD_PATH;
 }
 
-namespace {
-
-// A TCP socket listening on 127.0.0.1 at a port the kernel chose, close-on-exec; its port.
-// Asserts (and returns 0) when the kernel refuses.
-uint16_t bind_loopback_listener(int* fd_out) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::listen(fd, 128) != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ADD_FAILURE() << "cannot listen on a loopback port: " << std::strerror(errno);
-    if (fd >= 0) ::close(fd);
-    return 0;
-  }
-  *fd_out = fd;
-  return ntohs(addr.sin_port);
-}
-
-}  // namespace
-
 TestGroup::TestGroup(const GroupSpec& spec) {
   std::string pattern = (std::filesystem::temp_directory_path() / "wc_group.XXXXXX").string();
   dir_ = ::mkdtemp(pattern.data()) != nullptr ? pattern : "";
   config_path_ = dir_ + "/group.yaml";
-  const uint16_t port = bind_loopback_listener(&listen_fd_);
+  auto listener = listen_on_loopback();
+  if (!listener.ok()) ADD_FAILURE() << listener.status().to_string();
+  const uint16_t port = listener.ok() ? listener->port : 0;
+  listen_fd_ = listener.ok() ? listener->fd : -1;
   std::ostringstream y;
   y << "group_id: test\ncoordinator: {endpoint: \"tcp://127.0.0.1:" << port << "\"}\n"
     << "journal: {root: journal, anchor_every: " << spec.anchor_every << ", retain_anchors: 2}\n"
