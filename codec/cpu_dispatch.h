@@ -49,16 +49,4 @@ inline bool cpu_has_avx512bw() {
 #endif
 }
 
-// Whether AVX-512 VBMI2 (byte and word compress) may run here, besides F and BW (asked once).
-inline bool cpu_has_avx512vbmi2() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  // VL as well: the capture's expand (change_capture.cc) uses 128- and 256-bit masked loads.
-  static const bool has = cpu_has_avx512bw() && __builtin_cpu_supports("avx512vbmi2") &&
-                          __builtin_cpu_supports("avx512vl");
-  return has;
-#else
-  return false;
-#endif
-}
-
 }  // namespace weightcast

@@ -1,8 +1,8 @@
 // The hooked write's capture (codec/change_capture.h): capture_and_copy_changes leaves the new
 // values in the live buffer and, expanded (expand_capture), gives exactly the positions and old
 // bits that scan_and_copy_changes gives, and the new bits, for every element size, length
-// (partial last blocks and several position windows included) and density, on the AVX-512,
-// AVX2 and portable kernels (tests/CMakeLists.txt).
+// (partial last blocks and several position windows included) and density, on the AVX2 and
+// portable kernels (tests/CMakeLists.txt).
 #include "codec/change_capture.h"
 
 #include <gtest/gtest.h>
