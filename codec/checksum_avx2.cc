@@ -23,9 +23,18 @@ __attribute__((target("avx2"))) inline __m256i load8(const uint8_t* p) {
   }
 }
 
+// fmix32(bits ^ seed) of eight elements of ES bytes. For ES <= 2 the bits are below 2^16, so
+// the first `h ^= h >> 16` only folds the seed's high half into its low one: one xor with a
+// constant instead of three operations (the loop is bound by its vector operations).
+template <size_t ES>
 __attribute__((target("avx2"))) inline __m256i fmix8(__m256i h) {
-  h = _mm256_xor_si256(h, _mm256_set1_epi32(static_cast<int>(kChecksumSeed32)));
-  h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
+  if constexpr (ES <= 2) {
+    constexpr uint32_t kFolded = kChecksumSeed32 ^ (kChecksumSeed32 >> 16);
+    h = _mm256_xor_si256(h, _mm256_set1_epi32(static_cast<int>(kFolded)));
+  } else {
+    h = _mm256_xor_si256(h, _mm256_set1_epi32(static_cast<int>(kChecksumSeed32)));
+    h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
+  }
   h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0x85EBCA6Bu)));
   h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 13));
   h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0xC2B2AE35u)));
@@ -44,7 +53,7 @@ __attribute__((target("avx2"))) void sums(const uint8_t* p, uint32_t n, uint64_t
   __m256i p_even = _mm256_setzero_si256(), p_odd = _mm256_setzero_si256();
   const uint32_t steps = n / 8;
   for (uint32_t t = 0; t < steps; ++t) {
-    const __m256i m = fmix8(load8<ES>(p + size_t{t} * 8 * ES));
+    const __m256i m = fmix8<ES>(load8<ES>(p + size_t{t} * 8 * ES));
     s_even = _mm256_add_epi64(s_even, _mm256_and_si256(m, low32));
     s_odd = _mm256_add_epi64(s_odd, _mm256_srli_epi64(m, 32));
     p_even = _mm256_add_epi64(p_even, s_even);

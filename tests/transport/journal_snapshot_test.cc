@@ -3,10 +3,13 @@
 // whether the step was a delta, an anchor carrying its delta, or an anchor without one (the
 // first version); current_read comes before an anchor's files are written, so the caller may
 // scribble over its tensors then and the anchor still holds the version; the journal's steps
-// are those of a publication with two copies; and a wrong snapshot is refused, not published.
+// are those of a publication with two copies; a wrong snapshot, or a before_commit check that
+// fails, is refused, not published.
 // Also the codec half: encode_delta_advancing's record equals encode_delta's.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <functional>
 #include <vector>
 
 #include "codec/delta_encoder.h"
@@ -14,6 +17,7 @@
 #include "tests/codec/test_data.h"
 #include "tests/transport/journal_test_model.h"
 #include "transport/fs/journal_files.h"
+#include "transport/fs/journal_layout.h"
 
 namespace weightcast {
 namespace {
@@ -55,6 +59,7 @@ struct OneCopyPublisher {
   std::vector<std::vector<uint8_t>> snapshot;
   bool have_previous = false;
   int reads = 0;
+  std::function<Status()> before_commit;  // SnapshotAdvance::before_commit, when set
 
   Result<PublishReport> publish(JournalWriter* writer, uint64_t version, bool force_anchor) {
     model.advance_to(version);
@@ -79,6 +84,7 @@ struct OneCopyPublisher {
       ++reads;
       for (auto& t : live) std::fill(t.begin(), t.end(), 0x5A);
     };
+    advance.before_commit = before_commit;
     auto r = writer->publish(version, current, previous, force_anchor, &advance);
     have_previous = r.ok();
     return r;
@@ -125,6 +131,44 @@ TEST(JournalSnapshot, ASnapshotThatIsNotTheHeadIsRefusedAndNothingIsPublished) {
   EXPECT_NE(r.status().message().find(p.model.tensors()[0].name), std::string::npos)
       << r.status().to_string();
   EXPECT_EQ((*writer)->head()->version(), 0u);
+}
+
+// before_commit runs once the version's files, its manifest included, are staged (so that a
+// guard beside the write overlaps their fsyncs); its error publishes nothing, leaves nothing
+// staged, and the next version publishes.
+TEST(JournalSnapshot, BeforeCommitSeesTheStagedManifestAndItsErrorPublishesNothing) {
+  ScratchDir dir;
+  auto writer = JournalWriter::open(options(dir.path()));
+  ASSERT_TRUE(writer.ok());
+  const JournalLayout layout(dir.path());
+  OneCopyPublisher p;
+  uint64_t version = 0;
+  bool staged = false;
+  Status verdict = ok_status();
+  p.before_commit = [&] {
+    staged = std::filesystem::exists(layout.staging() + "/" +
+                                     JournalLayout::step_dir_name(version) + "/MANIFEST");
+    return verdict;
+  };
+  ASSERT_TRUE(p.publish(writer->get(), version, false).ok());
+  EXPECT_TRUE(staged) << "before_commit ran before the manifest was staged";
+  staged = false;
+  version = 1;
+  verdict = failed_precondition("tensor 'w' changed outside the step");
+  auto refused = p.publish(writer->get(), version, false);
+  EXPECT_TRUE(staged);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("changed outside the step"), std::string::npos)
+      << refused.status().to_string();
+  EXPECT_EQ((*writer)->head()->version(), 0u);
+  EXPECT_FALSE(std::filesystem::exists(layout.step(1))) << "the refused version was committed";
+  EXPECT_TRUE(std::filesystem::is_empty(layout.staging())) << "the refused version stays staged";
+  // The refused delta advanced the snapshot part way: the next version goes out as an anchor.
+  version = 2;
+  verdict = ok_status();
+  auto next = p.publish(writer->get(), version, true);
+  ASSERT_TRUE(next.ok()) << next.status().to_string();
+  EXPECT_EQ((*writer)->head()->version(), 2u);
 }
 
 }  // namespace

@@ -143,6 +143,8 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
   manifest.set_writer(writer_id());
   manifest.set_journal_id(lock_.journal_id());
   Status written = ok_status();
+  const std::function<Status()> before_commit =
+      advance != nullptr ? advance->before_commit : std::function<Status()>();
   if (!report.anchor) {
     std::string needs_anchor;
     written =
@@ -207,14 +209,12 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
                                   &report, advance != nullptr ? &advance->anchor_files : nullptr);
     }
     if (any_record && advance->current_read) advance->current_read();
-    if (written.ok() && advance != nullptr && advance->before_commit) {
-      written = advance->before_commit();
+    if (written.ok()) {
+      written = commit_step(layout_, fresh, manifest, options_.before_head, before_commit);
     }
-    if (written.ok()) written = commit_step(layout_, fresh, manifest, options_.before_head);
   } else if (written.ok()) {
     if (advance != nullptr && advance->current_read) advance->current_read();
-    if (advance != nullptr && advance->before_commit) written = advance->before_commit();
-    if (written.ok()) written = commit_step(layout_, staged, manifest, options_.before_head);
+    written = commit_step(layout_, staged, manifest, options_.before_head, before_commit);
   }
   if (!written.ok()) {
     (void)remove_tree(staged);  // best effort: the next writer cleans .staging/ anyway

@@ -86,9 +86,10 @@ struct SnapshotAdvance {
   // parts, extents, tensors and index_file as write_anchor does. current[i]'s bytes are then
   // not needed for the anchor.
   std::function<Status(const std::string& dir, proto::StepManifest* manifest)> anchor_files;
-  // When set, called once every file of the version is written and before it is committed:
-  // an error publishes nothing (the staged files are removed) and is publish()'s result. The
-  // hooked step's guard runs beside the write and reports here.
+  // When set, called once every file of the version, its manifest included, is written and
+  // fsynced, and before it is committed (renamed into place): an error publishes nothing (the
+  // staged files are removed) and is publish()'s result. The hooked step's guard runs beside
+  // the write and reports here.
   std::function<Status()> before_commit;
 };
 

@@ -151,9 +151,10 @@ Status write_manifest_file(const std::string& dir, const proto::StepManifest& ma
 }
 
 Status commit_step(const JournalLayout& layout, const std::string& staged_dir,
-                   const proto::StepManifest& manifest, const std::function<void()>& before_head) {
-  RETURN_IF_ERROR(write_manifest_file(staged_dir, manifest));
-  RETURN_IF_ERROR(fsync_directory(staged_dir));
+                   const proto::StepManifest& manifest, const std::function<void()>& before_head,
+                   const std::function<Status()>& before_rename) {
+  RETURN_IF_ERROR(write_manifest_file(staged_dir, manifest));  // fsyncs staged_dir too
+  if (before_rename) RETURN_IF_ERROR(before_rename());
   fault_point("journal.staged", manifest.version());  // every file of the step in .staging/
   const std::string final_dir = layout.step(manifest.version());
   RETURN_IF_ERROR(remove_tree(final_dir));  // an uncommitted leftover of this version

@@ -68,13 +68,17 @@ Result<std::string> create_staging_dir(const JournalLayout& layout, uint64_t ver
 // Writes `dir`/MANIFEST (framed, fsynced; no rename: `dir` is being staged).
 Status write_manifest_file(const std::string& dir, const proto::StepManifest& manifest);
 
-// Writes `manifest` into the staged step, fsyncs the staged directory, renames it to its
-// version's place, fsyncs the root and replaces HEAD with {version, anchor_version,
-// journal_id} (the manifest's journal_id).
+// Writes `manifest` into the staged step (fsynced with the staged directory), then runs
+// `before_rename` when given, whose error leaves the step staged and is returned (the caller
+// removes it); then renames the step to its version's place, fsyncs the root and replaces HEAD
+// with {version, anchor_version, journal_id} (the manifest's journal_id). A check that must
+// pass before the version exists (the hooked publisher's guard) goes in `before_rename`, so
+// that the manifest's write and fsync overlap it.
 // `before_head` (tests) runs between the rename and HEAD, the window a crash test must hit.
 Status commit_step(const JournalLayout& layout, const std::string& staged_dir,
                    const proto::StepManifest& manifest,
-                   const std::function<void()>& before_head = {});
+                   const std::function<void()>& before_head = {},
+                   const std::function<Status()>& before_rename = {});
 
 // Replaces HEAD atomically (temp file, fsync, rename, root fsync).
 Status write_head(const JournalLayout& layout, const proto::JournalHead& head);
