@@ -10,6 +10,8 @@
 #include <span>
 #include <vector>
 
+#include "codec/hd.h"
+
 namespace weightcast {
 
 class BitWriter {
@@ -63,12 +65,16 @@ class BitWriter {
   unsigned fill_ = 0;
 };
 
+// The one reader of these streams, for the CPU codec and, through chunk_decode_hd.h, the CUDA
+// one (WC_HD: host and device). The accumulator holds at most 63 bits, so every shift by a
+// count read from it stays below 64.
 class BitReader {
  public:
-  explicit BitReader(std::span<const uint8_t> bytes) : bytes_(bytes) {}
+  WC_HD BitReader(const uint8_t* p, size_t size) : p_(p), size_(size) {}
+  explicit BitReader(std::span<const uint8_t> bytes) : BitReader(bytes.data(), bytes.size()) {}
 
   // Reads `bits` (0..32) bits.
-  uint32_t get(unsigned bits) {
+  WC_HD uint32_t get(unsigned bits) {
     if (fill_ < bits) {
       refill();
       if (fill_ < bits) {
@@ -78,14 +84,15 @@ class BitReader {
         return 0;
       }
     }
-    const auto v = static_cast<uint32_t>(acc_ & BitWriter::mask(bits));
+    const auto v =
+        static_cast<uint32_t>(acc_ & (bits >= 32 ? ~uint64_t{0} >> 32 : (uint64_t{1} << bits) - 1));
     acc_ >>= bits;
     fill_ -= bits;
     return v;
   }
   // Reads one bits up to the next zero bit and returns how many there were; stops counting
   // (and reports overrun) once the count exceeds `limit`.
-  uint64_t get_unary(uint64_t limit) {
+  WC_HD uint64_t get_unary(uint64_t limit) {
     uint64_t count = 0;
     for (;;) {
       if (fill_ < 32) refill();
@@ -94,10 +101,10 @@ class BitReader {
         return count;
       }
       const uint64_t inverted = ~acc_;
-      const uint64_t ones = inverted == 0 ? 64 : static_cast<uint64_t>(__builtin_ctzll(inverted));
+      const uint64_t ones = inverted == 0 ? 64 : wc_ctz64(inverted);
       if (ones < fill_) {
         count += ones;
-        acc_ >>= ones + 1;
+        acc_ >>= ones + 1;  // ones + 1 <= fill_ <= 63
         fill_ -= static_cast<unsigned>(ones) + 1;
         return count;
       }
@@ -110,31 +117,33 @@ class BitReader {
       }
     }
   }
-  bool overrun() const { return overrun_; }
+  WC_HD bool overrun() const { return overrun_; }
   // Whole bytes consumed so far, counting a partly read byte as consumed.
-  size_t bytes_consumed() const { return pos_ - fill_ / 8; }
+  WC_HD size_t bytes_consumed() const { return pos_ - fill_ / 8; }
 
  private:
-  void refill() {
-    if (fill_ > 56) return;
-    if (bytes_.size() - pos_ >= 8) {  // fast path: one 8-byte load tops the buffer up
+  WC_HD void refill() {
+    if (fill_ > 55) return;
+#if !defined(__CUDA_ARCH__)
+    if (size_ - pos_ >= 8) {  // fast path on the CPU: one 8-byte load tops the buffer up
       uint64_t word;
-      std::memcpy(&word, bytes_.data() + pos_, 8);
+      std::memcpy(&word, p_ + pos_, 8);
       acc_ |= word << fill_;
       const unsigned take = (63 - fill_) >> 3;
       pos_ += take;
       fill_ += take * 8;
-      if (fill_ < 64) acc_ &= (uint64_t{1} << fill_) - 1;  // drop the bytes not taken
+      acc_ &= (uint64_t{1} << fill_) - 1;  // drop the bytes not taken (fill_ <= 63)
       return;
     }
-    // At most 63 bits, as on the fast path: get_unary shifts by (ones + 1) <= fill_, which
-    // must stay below the accumulator's 64.
-    while (fill_ <= 55 && pos_ < bytes_.size()) {
-      acc_ |= static_cast<uint64_t>(bytes_[pos_++]) << fill_;
+#endif
+    // Byte by byte, to at most 63 bits as on the fast path.
+    while (fill_ <= 55 && pos_ < size_) {
+      acc_ |= static_cast<uint64_t>(p_[pos_++]) << fill_;
       fill_ += 8;
     }
   }
-  std::span<const uint8_t> bytes_;
+  const uint8_t* p_;
+  size_t size_;
   size_t pos_ = 0;
   uint64_t acc_ = 0;
   unsigned fill_ = 0;

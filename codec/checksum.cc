@@ -5,10 +5,10 @@
 #include <cstring>
 #include <vector>
 
+#include "codec/base/thread_pool.h"
 #include "codec/checksum_avx2.h"
 #include "codec/cpu_dispatch.h"
-#include "codec/cuda_codec.h"
-#include "codec/thread_pool.h"
+#include "codec/host_codec.h"
 
 namespace weightcast {
 namespace {
@@ -88,9 +88,8 @@ uint64_t checksum_range(const void* data, size_t elem_size, uint64_t count, uint
   return c;
 }
 
-Result<uint64_t> checksum_view(const TensorRef& view, uint64_t first_index, ThreadPool* pool) {
+Result<uint64_t> checksum_view_host(const TensorRef& view, uint64_t first_index, ThreadPool* pool) {
   RETURN_IF_ERROR(view.validate());
-  if (view.memory == MemoryKind::kCuda) return cuda_codec::checksum_view(view, first_index);
   const size_t es = view.element_size();
   if (view.is_contiguous())
     return checksum_range(view.first_byte(), es, view.numel(), first_index, pool);

@@ -12,8 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "codec/base/status.h"
 #include "codec/hd.h"
-#include "codec/status.h"
 #include "codec/tensor_ref.h"
 
 namespace weightcast {
@@ -52,7 +52,8 @@ WC_HD inline uint64_t checksum_change(uint64_t index, uint64_t old_bits, uint64_
 uint64_t checksum_range(const void* data, size_t elem_size, uint64_t count, uint64_t first_index,
                         ThreadPool* pool = nullptr);
 
-// C over a host view (any strides): element k of the view has global index first_index + k.
+// C over a view (any strides): element k of the view has global index first_index + k. Host
+// views here, CUDA ones on their GPU (the codec library's dispatch, device_dispatch.cc).
 Result<uint64_t> checksum_view(const TensorRef& view, uint64_t first_index = 0,
                                ThreadPool* pool = nullptr);
 

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "codec/bit_stream.h"
 #include "codec/chunk_plan_hd.h"
 #include "codec/delta_format.h"
 #include "codec/hd.h"
@@ -42,70 +43,6 @@ enum ChunkDecodeError : uint8_t {
   kValueTooLarge,
   kRawChangeCountMismatch,  // found while applying a whole raw chunk
   kDecodeErrorCount
-};
-
-// Bounded LSB-first reader with BitReader's contract: reads past the end set overrun and
-// yield zeros; bytes_consumed counts a partly read byte.
-class BitSource {
- public:
-  WC_HD BitSource(const uint8_t* p, size_t size) : p_(p), size_(size) {}
-  WC_HD uint32_t get(unsigned bits) {
-    if (fill_ < bits) {
-      refill();
-      if (fill_ < bits) {
-        overrun_ = true;
-        acc_ = 0;
-        fill_ = 0;
-        return 0;
-      }
-    }
-    const auto v = static_cast<uint32_t>(acc_ & low_mask(bits));
-    acc_ = bits >= 64 ? 0 : acc_ >> bits;
-    fill_ -= bits;
-    return v;
-  }
-  // Counts one bits up to the next zero bit; gives up (overrun) once past `limit`.
-  WC_HD uint64_t get_unary(uint64_t limit) {
-    uint64_t count = 0;
-    for (;;) {
-      if (fill_ < 32) refill();
-      if (fill_ == 0) {
-        overrun_ = true;
-        return count;
-      }
-      const uint64_t inverted = ~acc_;
-      const uint64_t ones = inverted == 0 ? 64 : wc_ctz64(inverted);
-      if (ones < fill_) {
-        count += ones;
-        acc_ = ones + 1 >= 64 ? 0 : acc_ >> (ones + 1);
-        fill_ -= static_cast<unsigned>(ones) + 1;
-        return count;
-      }
-      count += fill_;
-      acc_ = 0;
-      fill_ = 0;
-      if (count > limit) {
-        overrun_ = true;
-        return count;
-      }
-    }
-  }
-  WC_HD bool overrun() const { return overrun_; }
-  WC_HD size_t bytes_consumed() const { return pos_ - fill_ / 8; }
-
- private:
-  WC_HD void refill() {
-    while (fill_ <= 56 && pos_ < size_) {
-      acc_ |= static_cast<uint64_t>(p_[pos_++]) << fill_;
-      fill_ += 8;
-    }
-  }
-  const uint8_t* p_;
-  size_t size_;
-  size_t pos_ = 0;
-  uint64_t acc_ = 0;
-  unsigned fill_ = 0;
-  bool overrun_ = false;
 };
 
 WC_HD inline uint32_t load_le32(const uint8_t* p) {
@@ -145,7 +82,7 @@ WC_HD inline ChunkDecodeError decode_positions(const ChunkHead& h, const uint8_t
     case ChunkMode::kGapsRice: {
       const unsigned k = h.rice_k;
       if (k > kMaxRiceK) return kRiceParameterTooLarge;
-      BitSource r(sec, size);
+      BitReader r(sec, size);
       uint64_t next = 0;
       for (uint32_t i = 0; i < count; ++i) {
         const uint64_t q = r.get_unary(length);
@@ -208,10 +145,10 @@ WC_HD inline ChunkDecodeError decode_values(const uint8_t* sec, uint64_t size, u
   const unsigned iw = v.iw;
   const uint64_t low_bytes = v.low_bytes, idx_bytes = v.idx_bytes, high_bytes = v.high_bytes;
   const uint8_t* base = sec + 4;
-  BitSource low(base, low_bytes);
+  BitReader low(base, low_bytes);
   for (uint32_t i = 0; i < count; ++i) values[i] = low.get(bits);
-  BitSource idx(base + low_bytes, idx_bytes);
-  BitSource high(base + low_bytes + idx_bytes, high_bytes);
+  BitReader idx(base + low_bytes, idx_bytes);
+  BitReader high(base + low_bytes + idx_bytes, high_bytes);
   int64_t previous = -1;
   for (uint32_t e = 0; e < exceptions; ++e) {
     const uint32_t i = idx.get(iw);

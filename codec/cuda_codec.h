@@ -17,9 +17,9 @@
 #include <span>
 #include <string>
 
+#include "codec/base/status.h"
 #include "codec/delta_apply.h"
 #include "codec/delta_encoder.h"
-#include "codec/status.h"
 #include "codec/tensor_ref.h"
 
 namespace weightcast::cuda_codec {

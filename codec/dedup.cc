@@ -6,7 +6,7 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "codec/thread_pool.h"
+#include "codec/base/thread_pool.h"
 
 namespace weightcast {
 namespace {

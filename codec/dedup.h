@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "codec/tensor_bytes.h"
 
 namespace weightcast {

@@ -4,12 +4,12 @@
 #include <string>
 #include <vector>
 
+#include "codec/base/hex.h"
+#include "codec/base/thread_pool.h"
 #include "codec/checksum.h"
-#include "codec/cuda_codec.h"
 #include "codec/delta_chunk.h"
 #include "codec/delta_kernels.h"
-#include "codec/hex.h"
-#include "codec/thread_pool.h"
+#include "codec/host_codec.h"
 #include "codec/value_packing.h"
 
 namespace weightcast {
@@ -220,9 +220,8 @@ Status target_mismatch(const DeltaRecordHeader& h, uint64_t checksum, uint64_t e
                            "); the changes were reverted");
 }
 
-Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& dest,
-                                const ApplyOptions& o) {
-  if (dest.memory == MemoryKind::kCuda) return cuda_codec::apply_delta(record, dest, o);
+Result<ApplyReport> apply_delta_host(const DeltaRecordView& record, const TensorRef& dest,
+                                     const ApplyOptions& o) {
   const DeltaRecordHeader& h = record.header;
   const std::string who = "tensor '" + h.name + "'";
   ASSIGN_OR_RETURN(const ApplyRequest req, check_apply_request(record, dest, o));
@@ -235,7 +234,7 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
   if (o.current_checksum) {
     current = *o.current_checksum;
   } else {
-    ASSIGN_OR_RETURN(current, checksum_view(dest, first, o.pool));
+    ASSIGN_OR_RETURN(current, checksum_view_host(dest, first, o.pool));
   }
   if (current != expected_base) return base_mismatch(h, current, expected_base);
 
@@ -274,9 +273,8 @@ Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& 
   return report;
 }
 
-Status revert_delta(const DeltaRecordView& record, const TensorRef& dest, const ApplyUndo& undo,
-                    const ApplyOptions& o) {
-  if (dest.memory == MemoryKind::kCuda) return cuda_codec::revert_delta(record, dest, undo, o);
+Status revert_delta_host(const DeltaRecordView& record, const TensorRef& dest,
+                         const ApplyUndo& undo, const ApplyOptions& o) {
   const DeltaRecordHeader& h = record.header;
   RETURN_IF_ERROR(dest.validate());
   const uint64_t first = o.dest_first_element.value_or(h.range_offset);

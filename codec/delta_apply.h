@@ -17,8 +17,8 @@
 #include <optional>
 #include <vector>
 
+#include "codec/base/status.h"
 #include "codec/delta_format.h"
-#include "codec/status.h"
 #include "codec/tensor_ref.h"
 
 namespace weightcast {
@@ -75,8 +75,9 @@ Status base_mismatch(const DeltaRecordHeader& header, uint64_t current, uint64_t
 Status target_mismatch(const DeltaRecordHeader& header, uint64_t checksum, uint64_t expected);
 
 // Applies `record` into `dest`: host memory here, CUDA memory through cuda_codec::apply_delta
-// (cuda_codec.h) with the same checks and guarantees. On error the destination is unchanged and the
-// message names the tensor, the chunk or the checksums involved.
+// (cuda_codec.h; the dispatch is device_dispatch.cc) with the same checks and guarantees. On error
+// the destination is unchanged and the message names the tensor, the chunk or the checksums
+// involved.
 Result<ApplyReport> apply_delta(const DeltaRecordView& record, const TensorRef& dest,
                                 const ApplyOptions& options = {});
 

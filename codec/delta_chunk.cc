@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "codec/byte_io.h"
+#include "codec/base/byte_io.h"
 #include "codec/change_scan.h"
 #include "codec/delta_kernels.h"
 #include "codec/position_codecs.h"

@@ -9,8 +9,8 @@
 #include <span>
 #include <vector>
 
+#include "codec/base/status.h"
 #include "codec/delta_format.h"
-#include "codec/status.h"
 
 namespace weightcast {
 

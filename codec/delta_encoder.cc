@@ -2,9 +2,9 @@
 
 #include <cstring>
 
+#include "codec/base/thread_pool.h"
 #include "codec/checksum.h"
-#include "codec/cuda_codec.h"
-#include "codec/thread_pool.h"
+#include "codec/host_codec.h"
 
 namespace weightcast {
 
@@ -101,11 +101,8 @@ Result<EncodedDelta> encode_delta_advancing(std::span<uint8_t> snapshot,
   return encode(snapshot, new_bytes, o, snapshot.data());
 }
 
-Result<EncodedDelta> encode_delta_views(const TensorRef& old_view, const TensorRef& new_view,
-                                        const EncodeOptions& options) {
-  if (old_view.memory == MemoryKind::kCuda || new_view.memory == MemoryKind::kCuda) {
-    return cuda_codec::encode_delta(old_view, new_view, options);
-  }
+Result<EncodedDelta> encode_delta_views_host(const TensorRef& old_view, const TensorRef& new_view,
+                                             const EncodeOptions& options) {
   for (const TensorRef* v : {&old_view, &new_view}) {
     RETURN_IF_ERROR(v->validate());
     if (!v->is_contiguous()) {

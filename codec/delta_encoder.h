@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "codec/base/status.h"
 #include "codec/delta_chunk.h"
 #include "codec/delta_format.h"
 #include "codec/dtype.h"
-#include "codec/status.h"
 #include "codec/tensor_ref.h"
 
 namespace weightcast {

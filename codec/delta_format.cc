@@ -2,8 +2,8 @@
 
 #include <xxhash.h>
 
-#include "codec/byte_io.h"
-#include "codec/hex.h"
+#include "codec/base/byte_io.h"
+#include "codec/base/hex.h"
 
 namespace weightcast {
 namespace {

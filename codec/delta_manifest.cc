@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "codec/byte_io.h"
+#include "codec/base/byte_io.h"
 
 namespace weightcast {
 

@@ -2,8 +2,8 @@
 // what `weightcast delta inspect` prints and what a step manifest stores per record.
 #pragma once
 
+#include "codec/base/status.h"
 #include "codec/delta_format.h"
-#include "codec/status.h"
 #include "weightcast/delta_manifest.pb.h"
 
 namespace weightcast {

@@ -17,10 +17,10 @@
 #include <utility>
 #include <vector>
 
+#include "codec/base/status.h"
 #include "codec/deferred_encoder.h"
 #include "codec/delta_chunk.h"
 #include "codec/delta_encoder.h"
-#include "codec/status.h"
 
 namespace weightcast {
 

@@ -7,7 +7,7 @@
 #include <span>
 #include <string_view>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace weightcast {
 

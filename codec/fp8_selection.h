@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "codec/base/status.h"
 #include "codec/dtype.h"
-#include "codec/status.h"
 
 namespace weightcast {
 

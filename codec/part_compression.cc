@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "codec/byte_io.h"
+#include "codec/base/byte_io.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>

@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace weightcast {
 

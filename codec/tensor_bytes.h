@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "codec/base/byte_sink.h"
+#include "codec/base/status.h"
 #include "codec/dtype.h"
-#include "codec/status.h"
 
 namespace weightcast {
 
@@ -24,9 +25,5 @@ struct TensorBytesView {
 // Elements of a shape; fails (naming `what`) on a negative dimension or a product that
 // overflows 2^62.
 Result<uint64_t> shape_numel(const std::vector<int64_t>& shape, const std::string& what);
-
-// Where serialised bytes go, in order. Writers call it with consecutive pieces; an error stops
-// the writer and is returned to its caller unchanged.
-using ByteSink = std::function<Status(std::span<const uint8_t>)>;
 
 }  // namespace weightcast

@@ -2,8 +2,8 @@
 
 #include <string>
 
+#include "codec/base/byte_io.h"
 #include "codec/bit_stream.h"
-#include "codec/byte_io.h"
 
 namespace weightcast {
 namespace {
@@ -90,10 +90,10 @@ Status unpack_values(std::span<const uint8_t> section, uint32_t count, unsigned 
   }
   values->resize(count);
   const uint8_t* base = section.data() + 4;
-  BitReader low({base, low_bytes});
+  BitReader low(base, low_bytes);
   for (uint32_t i = 0; i < count; ++i) (*values)[i] = low.get(bits);
-  BitReader idx({base + low_bytes, idx_bytes});
-  BitReader high({base + low_bytes + idx_bytes, high_bytes});
+  BitReader idx(base + low_bytes, idx_bytes);
+  BitReader high(base + low_bytes + idx_bytes, high_bytes);
   int64_t previous = -1;
   for (uint32_t e = 0; e < exceptions; ++e) {
     const uint32_t i = idx.get(iw);

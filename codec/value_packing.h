@@ -11,8 +11,8 @@
 #include <span>
 #include <vector>
 
+#include "codec/base/status.h"
 #include "codec/hd.h"
-#include "codec/status.h"
 
 namespace weightcast {
 

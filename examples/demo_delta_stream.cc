@@ -13,14 +13,14 @@
 #include <filesystem>
 #include <vector>
 
+#include "codec/base/file_io.h"
+#include "codec/base/thread_pool.h"
 #include "codec/checksum.h"
 #include "codec/delta_apply.h"
 #include "codec/delta_encoder.h"
-#include "codec/model_shapes.h"
-#include "codec/synthetic_update.h"
-#include "codec/thread_pool.h"
+#include "codec/workload/model_shapes.h"
+#include "codec/workload/synthetic_update.h"
 #include "src/cli/number_flags.h"
-#include "transport/file_io.h"
 
 namespace wc = weightcast;
 namespace fs = std::filesystem;

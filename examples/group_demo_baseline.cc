@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "transport/file_io.h"
+#include "codec/base/file_io.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/journal_layout.h"
 

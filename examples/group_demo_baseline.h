@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace weightcast::demo {
 

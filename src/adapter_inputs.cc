@@ -2,9 +2,9 @@
 
 #include <cstring>
 
-#include "codec/safetensors_format.h"
+#include "codec/formats/safetensors_format.h"
+#include "codec/formats/torch_artifact.h"
 #include "codec/tensor_ref.h"
-#include "codec/torch_artifact.h"
 #include "src/adapter_load.h"
 
 namespace weightcast {

@@ -3,9 +3,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include "codec/base/file_io.h"
 #include "codec/float_convert.h"
 #include "src/adapter_inputs.h"
-#include "transport/file_io.h"
 
 namespace weightcast {
 namespace {

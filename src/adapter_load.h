@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "codec/tensor_bytes.h"
 #include "src/adapter_publish.h"
 

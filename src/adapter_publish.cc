@@ -6,10 +6,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "codec/safetensors_format.h"
-#include "codec/thread_pool.h"
-#include "codec/torch_artifact.h"
-#include "transport/file_io.h"
+#include "codec/base/file_io.h"
+#include "codec/base/thread_pool.h"
+#include "codec/formats/safetensors_format.h"
+#include "codec/formats/torch_artifact.h"
 #include "transport/user_file_writer.h"
 
 namespace weightcast {

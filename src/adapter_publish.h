@@ -23,8 +23,8 @@
 #include <string_view>
 #include <vector>
 
+#include "codec/base/status.h"
 #include "codec/dedup.h"
-#include "codec/status.h"
 #include "codec/tensor_bytes.h"
 
 namespace weightcast {

@@ -3,17 +3,17 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "codec/base/file_io.h"
 #include "codec/fp8_quantize.h"
 #include "codec/fp8_selection.h"
 #include "src/model_files.h"
-#include "transport/file_io.h"
 #include "transport/user_file_writer.h"
 
 namespace weightcast {
 namespace {
 
 // The model's config.json beside --from (an object), or an empty object. Read as the project
-// reads every file it is handed (transport/file_io.h: regular files only, a size limit).
+// reads every file it is handed (codec/base/file_io.h: regular files only, a size limit).
 Result<nlohmann::json> model_config(const std::string& from) {
   const std::filesystem::path path = std::filesystem::path(from).parent_path() / "config.json";
   std::error_code ec;

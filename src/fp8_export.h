@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace weightcast {
 

@@ -1,6 +1,6 @@
 #include "src/journal_repair.h"
 
-#include "codec/thread_pool.h"
+#include "codec/base/thread_pool.h"
 #include "src/journal_tool.h"
 #include "transport/fs/catch_up_reader.h"
 #include "transport/fs/journal_files.h"

@@ -3,9 +3,9 @@
 #include <filesystem>
 #include <memory>
 
+#include "codec/base/thread_pool.h"
 #include "codec/delta_format.h"
 #include "codec/delta_manifest.h"
-#include "codec/thread_pool.h"
 #include "src/model_files.h"
 #include "transport/fs/anchor_reader.h"
 #include "transport/fs/catch_up_reader.h"

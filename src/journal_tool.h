@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "transport/fs/catch_up_reader.h"
 #include "transport/fs/journal_writer.h"
 

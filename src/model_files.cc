@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "codec/safetensors_format.h"
+#include "codec/formats/safetensors_format.h"
 
 namespace weightcast {
 namespace {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/file_io.h"
+#include "codec/base/status.h"
 #include "codec/tensor_bytes.h"
-#include "transport/file_io.h"
 #include "transport/user_file_writer.h"
 
 namespace weightcast {

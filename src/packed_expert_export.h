@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "codec/base/status.h"
 #include "codec/copy_planner.h"
-#include "codec/status.h"
 #include "codec/tensor_bytes.h"
 #include "transport/copy_executor.h"
 

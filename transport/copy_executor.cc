@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "codec/thread_pool.h"
+#include "codec/base/thread_pool.h"
 
 namespace weightcast {
 namespace {

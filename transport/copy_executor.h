@@ -12,8 +12,8 @@
 #include <span>
 #include <vector>
 
+#include "codec/base/status.h"
 #include "codec/copy_planner.h"
-#include "codec/status.h"
 #include "transport/staging_pool.h"
 
 namespace weightcast {

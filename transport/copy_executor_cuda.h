@@ -17,8 +17,8 @@
 #include <span>
 #include <string>
 
+#include "codec/base/status.h"
 #include "codec/copy_planner.h"
-#include "codec/status.h"
 #include "transport/copy_executor.h"
 
 namespace weightcast {

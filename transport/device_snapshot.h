@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "codec/tensor_ref.h"
 
 namespace weightcast {

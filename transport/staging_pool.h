@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace weightcast {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/thread_pool.h"
+#include "codec/base/thread_pool.h"
 #include "weightcast/config.h"
 
 #if WEIGHTCAST_HAVE_CUDA

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <span>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "codec/tensor_ref.h"
 
 namespace weightcast {

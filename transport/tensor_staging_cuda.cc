@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "codec/base/thread_pool.h"
 #include "codec/copy_planner.h"
-#include "codec/thread_pool.h"
 #include "transport/copy_executor_cuda.h"
 #include "transport/tensor_staging.h"
 

@@ -16,7 +16,7 @@
 #include <functional>
 #include <span>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "codec/tensor_ref.h"
 
 namespace weightcast {

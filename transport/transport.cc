@@ -4,7 +4,7 @@ namespace weightcast {
 
 Status StickyError::record(Status s) {
   if (first_.ok() && (s.code() == StatusCode::kIoError || s.code() == StatusCode::kInternal)) {
-    first_ = Status(s.code(), "sticky: " + s.message());
+    first_ = unavailable("connection broken by an earlier error: " + s.to_string());
   }
   return s;
 }

@@ -13,8 +13,9 @@
 //  * fetch fills `dest` completely (its size must equal the part's) or fails with kDataLoss
 //    naming the part when the bytes do not match their XXH3;
 //  * every call takes a deadline and returns kDeadlineExceeded rather than wait past it;
-//  * an I/O or connection error is sticky: every later call on the same object returns it
-//    (prefixed with "sticky: "), data errors (a corrupt part) are not.
+//  * an I/O or connection error breaks the connection for good: every later call on the same
+//    object returns kUnavailable naming the first error (StickyError below); data errors (a
+//    corrupt part) do not.
 #pragma once
 
 #include <chrono>
@@ -23,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "codec/tensor_ref.h"  // MemoryKind
 
 namespace weightcast {
@@ -80,13 +81,16 @@ class Transport {
                                      std::span<uint8_t> dest, Deadline deadline) = 0;
 };
 
-// Records the first error of a connection and repeats it on every later call.
+// A connection's state: whole until its first connection error (I/O or internal), broken for
+// good after it. Every later call returns kUnavailable, whose message is the first error's,
+// so that a caller sees a broken connection by its code and knows to make a new one.
 class StickyError {
  public:
-  // Returns `s`, remembering it when it is a connection error (I/O, internal).
+  // Returns `s`, breaking the connection when it is a connection error.
   Status record(Status s);
-  // The remembered error, or ok.
+  // kUnavailable ("connection broken by an earlier error: <the first one>") once broken, or ok.
   Status check() const;
+  bool broken() const { return !first_.ok(); }
 
  private:
   Status first_ = ok_status();

@@ -13,8 +13,9 @@
 #include <memory>
 #include <optional>
 
-#include "transport/file_io.h"
-#include "transport/user_path.h"
+#include "codec/base/file_io.h"
+#include "codec/base/user_path.h"
+#include "transport/fs/journal_root.h"
 
 namespace weightcast {
 namespace {

@@ -6,7 +6,7 @@
 //   - an output that is one of the command's inputs: same st_dev+st_ino once both exist
 //     (a symlink or hard link to an input counts), the same resolved path otherwise
 //     ("output '<o>' is the input '<i>'");
-//   - an output inside a journal root (user_path.h's enclosing_journal_root), whose files
+//   - an output inside a journal root (transport/fs/journal_root.h), whose files
 //     only the journal writer may touch ("output '<o>' lies inside the journal '<root>'");
 //   - an existing output that is not a regular file: a FIFO would block the writer, a
 //     directory or device cannot be replaced ("'<o>' is a FIFO, not a regular file");
@@ -43,7 +43,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "codec/tensor_bytes.h"
 
 namespace weightcast {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "codec/tensor_ref.h"
 
 namespace weightcast::cuda_codec {

@@ -25,6 +25,7 @@ enum class StatusCode {
   kDeadlineExceeded,  // a wait ran past its deadline
   kUnimplemented,
   kInternal,
+  kUnavailable,  // a connection failed earlier and stays broken: make a new one
 };
 
 // "INVALID_ARGUMENT", ...

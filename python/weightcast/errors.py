@@ -74,6 +74,12 @@ class InternalError(Error):
     code = "INTERNAL"
 
 
+class UnavailableError(Error, ConnectionError):
+    """A connection failed earlier and stays broken; a new one is needed."""
+
+    code = "UNAVAILABLE"
+
+
 class CallbackError(Error):
     """A Python callback (before_apply, after_apply, on_version) raised on weightcast's thread.
 
@@ -97,6 +103,7 @@ _BY_CODE = {
         DeadlineExceededError,
         UnimplementedError,
         InternalError,
+        UnavailableError,
     )
 }
 

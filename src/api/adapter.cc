@@ -4,7 +4,7 @@
 #include <span>
 #include <utility>
 
-#include "codec/thread_pool.h"
+#include "codec/base/thread_pool.h"
 #include "src/adapter_load.h"
 #include "src/adapter_publish.h"
 #include "src/api/conversions.h"

@@ -15,6 +15,8 @@ static_assert(static_cast<int>(StatusCode::kDeadlineExceeded) ==
               static_cast<int>(in::StatusCode::kDeadlineExceeded));
 static_assert(static_cast<int>(StatusCode::kInternal) ==
               static_cast<int>(in::StatusCode::kInternal));
+static_assert(static_cast<int>(StatusCode::kUnavailable) ==
+              static_cast<int>(in::StatusCode::kUnavailable));
 static_assert(static_cast<int>(DType::kBool) == static_cast<int>(in::DType::kBool));
 static_assert(static_cast<int>(DType::kBF16) == static_cast<int>(in::DType::kBF16));
 static_assert(static_cast<int>(DType::kF8E5M2) == static_cast<int>(in::DType::kF8E5M2));

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "codec/tensor_ref.h"
 #include "weightcast/group_config.pb.h"
 #include "weightcast/status.h"

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <utility>
 
+#include "codec/base/thread_pool.h"
 #include "codec/delta_manifest.h"
-#include "codec/thread_pool.h"
 #include "src/api/conversions.h"
 #include "transport/fs/catch_up_reader.h"
 #include "transport/fs/journal_files.h"

@@ -5,15 +5,15 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "codec/base/file_io.h"
+#include "codec/base/thread_pool.h"
 #include "codec/dedup.h"
-#include "codec/thread_pool.h"
 #include "src/adapter_inputs.h"
 #include "src/adapter_load.h"
 #include "src/adapter_publish.h"
 #include "src/cli/commands.h"
 #include "src/cli/number_flags.h"
 #include "src/cli/path_flags.h"
-#include "transport/file_io.h"
 
 namespace weightcast::cli {
 namespace {

@@ -2,17 +2,17 @@
 #include <cstdio>
 #include <memory>
 
+#include "bench/drivers/adapter_benchmark.h"
+#include "bench/drivers/coalesce_benchmark.h"
+#include "bench/drivers/delta_benchmark.h"
+#include "bench/drivers/journal_benchmark.h"
+#include "bench/drivers/model_delta_benchmark.h"
 #include "codec/delta_format.h"
-#include "src/adapter_benchmark.h"
 #include "src/cli/commands.h"
 #include "src/cli/number_flags.h"
-#include "src/coalesce_benchmark.h"
-#include "src/delta_benchmark.h"
-#include "src/journal_benchmark.h"
-#include "src/model_delta_benchmark.h"
 #include "weightcast/config.h"
 #if WEIGHTCAST_HAVE_UCX
-#include "src/ucx_benchmark.h"
+#include "bench/drivers/ucx_benchmark.h"
 #endif
 
 namespace weightcast::cli {

@@ -1,24 +1,24 @@
-// `weightcast bench group`: the rank group's figures (src/group_benchmark.h) as a table or as
-// JSON, each target as measured / bound with pass or fail. The exit status is 0 when every run
-// succeeded, whatever the targets say; with --check it is 1 when a checked target failed or
+// `weightcast bench group`: the rank group's figures (bench/drivers/group_benchmark.h) as a table
+// or as JSON, each target as measured / bound with pass or fail. The exit status is 0 when every
+// run succeeded, whatever the targets say; with --check it is 1 when a checked target failed or
 // could not be evaluated (docs/PERFORMANCE.md, "Rank group bench").
 #include <array>
 #include <cstdio>
 #include <memory>
 #include <string>
 
+#include "bench/drivers/group_benchmark.h"
 #include "src/cli/commands.h"
 #include "src/cli/number_flags.h"
 #include "src/control/group_config.h"
-#include "src/group_benchmark.h"
 
 namespace weightcast::cli {
 namespace {
 
 using nlohmann::json;
 
-// Every target a run can report (src/group_bench_targets.h, src/group_bench_hooked.h,
-// src/group_bench_fp8.h).
+// Every target a run can report (bench/drivers/group_bench_targets.h,
+// bench/drivers/group_bench_hooked.h, bench/drivers/group_bench_fp8.h).
 constexpr std::array<const char*, 8> kTargets = {
     "subscriber_rss",           "bytes_written",
     "all_acked_vs_codec",       "publisher_rss",

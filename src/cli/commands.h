@@ -4,7 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace weightcast::cli {
 

@@ -5,17 +5,17 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "codec/base/file_io.h"
+#include "codec/base/hex.h"
+#include "codec/base/thread_pool.h"
 #include "codec/checksum.h"
 #include "codec/delta_apply.h"
 #include "codec/delta_encoder.h"
 #include "codec/delta_manifest.h"
-#include "codec/hex.h"
-#include "codec/thread_pool.h"
 #include "src/cli/commands.h"
 #include "src/cli/number_flags.h"
 #include "src/cli/path_flags.h"
 #include "transport/fault_point.h"
-#include "transport/file_io.h"
 #include "transport/user_file_writer.h"
 
 namespace weightcast::cli {

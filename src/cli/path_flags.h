@@ -1,7 +1,7 @@
 // Checks of path flags, shared by weightcast and weightcastd, instead of CLI11's ExistingFile,
 // ExistingDirectory and ExistingPath: CLI11 reports a symlink loop as "File does not exist" and
 // accepts a FIFO as a file (the command then blocks opening it). These stat the path (which
-// never blocks) and give transport/user_path.h's reasons, e.g. "symlink loop at 'p'" or
+// never blocks) and give codec/base/user_path.h's reasons, e.g. "symlink loop at 'p'" or
 // "'p' is a FIFO, not a regular file"; CLI11 prefixes the flag's name.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "transport/user_path.h"
+#include "codec/base/user_path.h"
 
 namespace weightcast::cli {
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "src/control/coordinator_state.h"
 #include "src/control/rate_limited_log.h"
 #include "src/control/zmq_channel.h"

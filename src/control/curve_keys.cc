@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "transport/file_io.h"
+#include "codec/base/file_io.h"
 
 namespace weightcast {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace weightcast {
 

@@ -16,12 +16,12 @@
 #include <set>
 #include <vector>
 
+#include "codec/base/file_io.h"
 #include "codec/fp8_selection.h"
 #include "src/control/curve_keys.h"
 #include "src/control/group_config_demo.h"
 #include "src/control/group_config_nccl.h"
 #include "src/control/yaml_field_reader.h"
-#include "transport/file_io.h"
 
 namespace weightcast {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "src/control/messages.h"  // role_name
 #include "weightcast/group_config.pb.h"
 

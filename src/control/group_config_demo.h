@@ -3,7 +3,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "src/control/yaml_field_reader.h"
 #include "weightcast/group_config.pb.h"
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "src/control/yaml_field_reader.h"
 #include "weightcast/group_config.pb.h"
 

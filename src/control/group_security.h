@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "src/control/zmq_channel.h"
 #include "weightcast/group_config.pb.h"
 

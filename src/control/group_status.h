@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "weightcast/control.pb.h"
 #include "weightcast/group_config.pb.h"
 

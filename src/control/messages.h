@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "weightcast/control.pb.h"
 
 namespace weightcast {

@@ -21,7 +21,7 @@
 #include <set>
 #include <string>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "src/control/messages.h"
 
 namespace weightcast {

@@ -17,7 +17,7 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "src/control/rate_limited_log.h"
 #include "src/control/zmq_channel.h"
 

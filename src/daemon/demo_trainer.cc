@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "codec/allocation.h"
+#include "codec/base/allocation.h"
 
 namespace weightcast {
 namespace {
@@ -30,7 +30,8 @@ Result<std::unique_ptr<DemoTrainer>> DemoTrainer::create(SyntheticModel* model,
   const TensorUpdates updates = t->hooked_ ? TensorUpdates::kHooked : TensorUpdates::kSnapshot;
   for (const auto& ref : t->refs_) RETURN_IF_ERROR(publisher->register_tensor(ref, updates));
   if (t->hooked_) {
-    // One tensor's bytes: the model steps a whole tensor at a time (codec/synthetic_update.h).
+    // One tensor's bytes: the model steps a whole tensor at a time
+    // (codec/workload/synthetic_update.h).
     ASSIGN_OR_RETURN(t->scratch_, allocate_bytes(model->largest_tensor_bytes(),
                                                  "the demo trainer's write scratch"));
   }

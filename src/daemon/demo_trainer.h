@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "src/daemon/synthetic_model.h"
 #include "src/endpoint/publisher.h"
 
@@ -70,7 +70,7 @@ class DemoTrainer {
   std::vector<uint8_t> scratch_;  // hooked: one tensor's old, then new, values
 };
 
-// One JSON line of `f` (the demo.figures_path file; src/group_benchmark.h reads it).
+// One JSON line of `f` (the demo.figures_path file; bench/drivers/group_benchmark.h reads it).
 std::string demo_figures_line(const DemoStepFigures& f, uint64_t trainer_bytes);
 
 }  // namespace weightcast

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "src/control/zmq_channel.h"
 #include "weightcast/group_config.pb.h"
 

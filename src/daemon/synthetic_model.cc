@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "codec/allocation.h"
+#include "codec/base/allocation.h"
 
 namespace weightcast {
 namespace {

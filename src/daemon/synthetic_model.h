@@ -12,11 +12,11 @@
 #include <memory>
 #include <vector>
 
-#include "codec/model_shapes.h"
-#include "codec/status.h"
-#include "codec/synthetic_update.h"
+#include "codec/base/status.h"
+#include "codec/base/thread_pool.h"
 #include "codec/tensor_ref.h"
-#include "codec/thread_pool.h"
+#include "codec/workload/model_shapes.h"
+#include "codec/workload/synthetic_update.h"
 
 namespace weightcast {
 

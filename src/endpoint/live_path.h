@@ -32,7 +32,7 @@
 #include <string_view>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "codec/tensor_ref.h"  // MemoryKind
 #include "transport/fs/journal_writer.h"
 #include "weightcast/control.pb.h"

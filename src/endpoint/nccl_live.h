@@ -31,7 +31,7 @@
 #include <string>
 #include <thread>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "src/endpoint/live_path.h"  // FetchedDelta
 #include "transport/fs/journal_writer.h"
 #include "transport/nccl/broadcast_group.h"

@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "src/endpoint/live_path.h"
 #include "transport/nccl/broadcast_group.h"
 #include "weightcast/group_config.pb.h"

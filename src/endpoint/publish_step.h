@@ -36,8 +36,8 @@
 #include <string>
 #include <vector>
 
+#include "codec/base/status.h"
 #include "codec/delta_recorder.h"
-#include "codec/status.h"
 #include "codec/tensor_ref.h"
 #include "transport/fs/anchor_stream.h"
 

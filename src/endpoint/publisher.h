@@ -39,10 +39,10 @@
 #include <thread>
 #include <vector>
 
+#include "codec/base/status.h"
+#include "codec/base/thread_pool.h"
 #include "codec/fp8_selection.h"
-#include "codec/status.h"
 #include "codec/tensor_ref.h"
-#include "codec/thread_pool.h"
 #include "src/endpoint/live_path.h"
 #include "src/endpoint/publish_step.h"
 #include "src/endpoint/rank_link.h"

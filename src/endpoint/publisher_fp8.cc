@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "codec/allocation.h"
+#include "codec/base/allocation.h"
 #include "codec/checksum.h"
 #include "codec/cuda_codec.h"
 #include "codec/fp8_quantize.h"

@@ -8,7 +8,7 @@
 #include <system_error>
 #include <utility>
 
-#include "codec/allocation.h"
+#include "codec/base/allocation.h"
 #include "src/endpoint/publisher.h"
 #include "transport/tensor_staging.h"
 

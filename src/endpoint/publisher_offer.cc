@@ -5,7 +5,7 @@
 #include <memory>
 #include <utility>
 
-#include "codec/allocation.h"
+#include "codec/base/allocation.h"
 #include "src/endpoint/publisher.h"
 
 namespace weightcast {

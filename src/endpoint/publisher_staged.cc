@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "codec/allocation.h"
+#include "codec/base/allocation.h"
 #include "codec/cuda_codec.h"
 #include "codec/delta_recorder.h"
 #include "codec/fp8_quantize.h"

@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "src/control/rate_limited_log.h"
 #include "src/control/wait_reporter.h"
 #include "src/control/zmq_channel.h"

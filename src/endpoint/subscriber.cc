@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "codec/allocation.h"
+#include "codec/base/allocation.h"
 #include "transport/fs/catch_up_reader.h"
 #include "transport/tensor_staging.h"
 

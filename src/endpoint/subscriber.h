@@ -40,9 +40,9 @@
 #include <utility>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
+#include "codec/base/thread_pool.h"
 #include "codec/tensor_ref.h"
-#include "codec/thread_pool.h"
 #include "src/control/rate_limited_log.h"
 #include "src/endpoint/live_path.h"
 #include "src/endpoint/publisher.h"

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "codec/allocation.h"
+#include "codec/base/allocation.h"
 #include "codec/delta_manifest.h"
 #include "src/control/wait_reporter.h"
 #include "src/endpoint/subscriber.h"

@@ -156,8 +156,9 @@ class UcxLiveFetcher final : public LivePathFetcher {
     }();
     (void)store_->erase(ucx_version_key(version));
     if (!result.ok() && (result.status().code() == StatusCode::kIoError ||
-                         result.status().code() == StatusCode::kInternal)) {
-      transport_.reset();  // sticky: a new connection for the next version
+                         result.status().code() == StatusCode::kInternal ||
+                         result.status().code() == StatusCode::kUnavailable)) {
+      transport_.reset();  // the connection is broken: a new one for the next version
     }
     if (!result.ok()) return result.status();
     return std::optional<FetchedDelta>(std::move(result).value());

@@ -1,6 +1,6 @@
 // Model-sized allocations: a size the host cannot hold is a Status naming what was being
 // allocated, never a std::bad_alloc escaping to the caller.
-#include "codec/allocation.h"
+#include "codec/base/allocation.h"
 
 #include <gtest/gtest.h>
 

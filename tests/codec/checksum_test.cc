@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "codec/thread_pool.h"
+#include "codec/base/thread_pool.h"
 #include "tests/codec/test_data.h"
 
 namespace weightcast {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/byte_io.h"
+#include "codec/base/byte_io.h"
 #include "codec/cuda_codec.h"
 #include "tests/codec/cuda_test_util.h"
 #include "tests/codec/test_data.h"

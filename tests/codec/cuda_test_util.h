@@ -10,7 +10,7 @@
 
 #include <xxhash.h>
 
-#include "codec/byte_io.h"
+#include "codec/base/byte_io.h"
 #include "codec/cuda_codec.h"
 #include "codec/delta_encoder.h"
 #include "codec/tensor_ref.h"

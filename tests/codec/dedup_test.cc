@@ -4,8 +4,8 @@
 
 #include <cstring>
 
-#include "codec/adapter_fixtures.h"
-#include "codec/thread_pool.h"
+#include "codec/base/thread_pool.h"
+#include "codec/workload/adapter_fixtures.h"
 
 namespace weightcast {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <cstring>
 
-#include "codec/byte_io.h"
-#include "codec/thread_pool.h"
+#include "codec/base/byte_io.h"
+#include "codec/base/thread_pool.h"
 #include "tests/codec/chunk_mode_check.h"
 #include "tests/codec/test_data.h"
 

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <vector>
 
+#include "codec/base/thread_pool.h"
 #include "codec/delta_chunk.h"
-#include "codec/thread_pool.h"
 #include "tests/codec/chunk_mode_check.h"
 #include "tests/codec/cuda_test_util.h"
 #include "tests/codec/test_data.h"

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <random>
 
-#include "codec/byte_io.h"
+#include "codec/base/byte_io.h"
 #include "codec/fp8_quantize.h"
 #include "tests/codec/test_data.h"
 

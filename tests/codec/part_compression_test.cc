@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "codec/byte_io.h"
+#include "codec/base/byte_io.h"
+#include "codec/base/thread_pool.h"
 #include "codec/checksum.h"
-#include "codec/synthetic_update.h"
-#include "codec/thread_pool.h"
+#include "codec/workload/synthetic_update.h"
 #include "tests/codec/test_data.h"
 
 namespace weightcast {

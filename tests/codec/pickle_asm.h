@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "codec/byte_io.h"
+#include "codec/base/byte_io.h"
 #include "tests/test_bytes.h"
 
 namespace weightcast::testing {

@@ -1,4 +1,4 @@
-#include "codec/safetensors_format.h"
+#include "codec/formats/safetensors_format.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/byte_io.h"
+#include "codec/base/byte_io.h"
 
 namespace weightcast {
 namespace {

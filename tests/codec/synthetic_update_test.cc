@@ -1,4 +1,4 @@
-#include "codec/synthetic_update.h"
+#include "codec/workload/synthetic_update.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "codec/model_shapes.h"
-#include "codec/thread_pool.h"
+#include "codec/base/thread_pool.h"
+#include "codec/workload/model_shapes.h"
 
 namespace weightcast {
 namespace {

@@ -1,4 +1,4 @@
-#include "codec/thread_pool.h"
+#include "codec/base/thread_pool.h"
 
 #include <gtest/gtest.h>
 

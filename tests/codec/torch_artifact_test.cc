@@ -1,4 +1,4 @@
-#include "codec/torch_artifact.h"
+#include "codec/formats/torch_artifact.h"
 #include "tests/test_bytes.h"
 
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/zip_archive.h"
+#include "codec/formats/zip_archive.h"
 
 namespace weightcast {
 namespace {

@@ -1,7 +1,7 @@
 // nn.Parameter values in a torch.save'd dict: _rebuild_parameter and
 // _rebuild_parameter_with_state in the forms a plain Parameter takes read as their data
 // tensor; every other form is refused with a message naming the global.
-#include "codec/torch_pickle.h"
+#include "codec/formats/torch_pickle.h"
 
 #include <gtest/gtest.h>
 

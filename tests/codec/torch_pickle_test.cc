@@ -1,4 +1,4 @@
-#include "codec/torch_pickle.h"
+#include "codec/formats/torch_pickle.h"
 #include "tests/codec/pickle_asm.h"
 #include "tests/test_bytes.h"
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/byte_io.h"
+#include "codec/base/byte_io.h"
 
 namespace weightcast {
 namespace {

@@ -1,4 +1,4 @@
-#include "codec/zip_archive.h"
+#include "codec/formats/zip_archive.h"
 #include "tests/test_bytes.h"
 
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/byte_io.h"
+#include "codec/base/byte_io.h"
 
 namespace weightcast {
 namespace {

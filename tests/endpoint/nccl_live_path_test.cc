@@ -1,7 +1,7 @@
 // The nccl live path (src/endpoint/nccl_live_path.h) under the live-path conformance suite
 // (tests/endpoint/live_path_conformance.h), the test playing the coordinator's part of the
 // epoch protocol (make_id, join, ready) for a server (NCCL rank 0) and one fetcher:
-//   nccl_loopback  on the in-process loopback group (transport/nccl/loopback_broadcast_group.h):
+//   nccl_loopback  on the in-process loopback group (tests/support/loopback_broadcast_group.h):
 //                  runs everywhere;
 //   nccl_cuda      on real NCCL, both ranks on CUDA device 0: skips with the reason without a
 //                  usable GPU and NCCL, or where NCCL refuses two ranks on one GPU.
@@ -12,7 +12,7 @@
 
 #include "src/endpoint/nccl_live_path.h"
 #include "tests/endpoint/live_path_conformance.h"
-#include "transport/nccl/loopback_broadcast_group.h"
+#include "tests/support/loopback_broadcast_group.h"
 
 namespace weightcast::testing {
 namespace {

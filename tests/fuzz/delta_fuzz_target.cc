@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "codec/byte_io.h"
+#include "codec/base/byte_io.h"
 #include "codec/checksum.h"
 #include "codec/delta_apply.h"
 #include "codec/delta_format.h"

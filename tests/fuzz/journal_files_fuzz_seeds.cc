@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "codec/byte_io.h"
+#include "codec/base/byte_io.h"
 #include "transport/fs/anchor_writer.h"
 
 namespace weightcast::fuzzing {

@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "codec/byte_io.h"
+#include "codec/base/byte_io.h"
 #include "codec/part_compression.h"
 #include "tests/fuzz/fuzz_reach.h"
 #include "tests/fuzz/part_compression_fuzz_seeds.h"

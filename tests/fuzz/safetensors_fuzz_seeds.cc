@@ -6,8 +6,8 @@
 #include <random>
 #include <string>
 
-#include "codec/byte_io.h"
-#include "codec/safetensors_format.h"
+#include "codec/base/byte_io.h"
+#include "codec/formats/safetensors_format.h"
 
 namespace weightcast::fuzzing {
 namespace {

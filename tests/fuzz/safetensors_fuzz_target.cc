@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "codec/safetensors_format.h"
+#include "codec/formats/safetensors_format.h"
 #include "tests/fuzz/fuzz_reach.h"
 
 namespace weightcast::fuzzing {

@@ -9,8 +9,8 @@
 #include <span>
 #include <vector>
 
-#include "codec/torch_artifact.h"
-#include "codec/zip_archive.h"
+#include "codec/formats/torch_artifact.h"
+#include "codec/formats/zip_archive.h"
 #include "tests/fuzz/fuzz_reach.h"
 
 namespace weightcast::fuzzing {

@@ -6,9 +6,9 @@
 #include <string>
 #include <string_view>
 
-#include "codec/byte_io.h"
-#include "codec/torch_artifact.h"
-#include "codec/zip_archive.h"
+#include "codec/base/byte_io.h"
+#include "codec/formats/torch_artifact.h"
+#include "codec/formats/zip_archive.h"
 
 namespace weightcast::fuzzing {
 namespace {

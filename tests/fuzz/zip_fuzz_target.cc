@@ -8,8 +8,8 @@
 #include <span>
 #include <vector>
 
-#include "codec/byte_io.h"
-#include "codec/zip_archive.h"
+#include "codec/base/byte_io.h"
+#include "codec/formats/zip_archive.h"
 #include "tests/fuzz/fuzz_reach.h"
 
 namespace weightcast::fuzzing {

@@ -1,6 +1,6 @@
 // The nccl live path of a rank group (src/endpoint/nccl_live_path.h) in one process against a
 // coordinator thread on loopback, with the in-process loopback group standing in for NCCL
-// (transport/nccl/loopback_broadcast_group.h; the NCCL group itself runs on a lent GPU:
+// (tests/support/loopback_broadcast_group.h; the NCCL group itself runs on a lent GPU:
 // tests/transport_nccl). What this proves on a CPU: the epoch protocol end to end (make_id,
 // join, ready, end), offers marked with the epoch, rounds carrying verified deltas that the
 // subscribers apply and ack as "nccl", a late engine falling back until the next epoch
@@ -18,7 +18,7 @@
 #include "src/endpoint/nccl_live_path.h"
 #include "tests/group/group_harness.h"
 #include "tests/group/trainer_side.h"
-#include "transport/nccl/loopback_broadcast_group.h"
+#include "tests/support/loopback_broadcast_group.h"
 
 namespace weightcast::testing {
 namespace {

@@ -11,11 +11,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "codec/adapter_fixtures.h"
+#include "codec/base/file_io.h"
 #include "codec/dedup.h"
+#include "codec/workload/adapter_fixtures.h"
 #include "src/adapter_inputs.h"
 #include "src/adapter_publish.h"
-#include "transport/file_io.h"
 
 namespace wc = weightcast;
 namespace fs = std::filesystem;

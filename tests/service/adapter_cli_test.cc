@@ -8,7 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "codec/adapter_fixtures.h"
+#include "codec/workload/adapter_fixtures.h"
 #include "src/adapter_publish.h"
 #include "tests/service/run_command.h"
 

@@ -11,7 +11,7 @@
 #include <random>
 #include <thread>
 
-#include "codec/adapter_fixtures.h"
+#include "codec/workload/adapter_fixtures.h"
 #include "src/adapter_load.h"
 #include "src/adapter_publish.h"
 

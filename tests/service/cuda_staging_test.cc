@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "codec/base/thread_pool.h"
 #include "codec/tensor_ref.h"
-#include "codec/thread_pool.h"
 #include "transport/tensor_staging.h"
 #include "weightcast/config.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/torch_artifact.h"
+#include "codec/formats/torch_artifact.h"
 #include "src/adapter_publish.h"
 #include "src/model_files.h"
 #include "tests/service/run_command.h"

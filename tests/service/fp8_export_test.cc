@@ -15,11 +15,11 @@
 
 #include <unistd.h>
 
+#include "codec/base/file_io.h"
 #include "codec/float_convert.h"
+#include "codec/formats/safetensors_format.h"
 #include "codec/fp8_quantize.h"
-#include "codec/safetensors_format.h"
 #include "src/model_files.h"
-#include "transport/file_io.h"
 
 namespace weightcast {
 namespace {

@@ -1,7 +1,7 @@
-// The FP8 target of `weightcast bench group` (src/group_bench_fp8.h) on summaries written by
-// hand: delta bytes summed over the versions both runs published as deltas, anchors apart, and
+// The FP8 target of `weightcast bench group` (bench/drivers/group_bench_fp8.h) on summaries written
+// by hand: delta bytes summed over the versions both runs published as deltas, anchors apart, and
 // a version that is a delta in one run and an anchor in the other left out.
-#include "src/group_bench_fp8.h"
+#include "bench/drivers/group_bench_fp8.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // The publisher targets of `weightcast bench group` on reports written by hand: publisher_rss
-// against the trainer's own bytes in both modes (src/group_bench_targets.h), and a hooked run
-// compared with a snapshot run (src/group_bench_hooked.h): the medians of the write and publish
-// ratios, and part files compared byte for byte, a one-byte difference caught.
-#include "src/group_bench_hooked.h"
+// against the trainer's own bytes in both modes (bench/drivers/group_bench_targets.h), and a hooked
+// run compared with a snapshot run (bench/drivers/group_bench_hooked.h): the medians of the write
+// and publish ratios, and part files compared byte for byte, a one-byte difference caught.
+#include "bench/drivers/group_bench_hooked.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,7 +1,7 @@
-// The targets of `weightcast bench group` (src/group_bench_targets.h) on a demo report written
-// by hand: each bound as the header states it, versions not acked by every subscriber left
+// The targets of `weightcast bench group` (bench/drivers/group_bench_targets.h) on a demo report
+// written by hand: each bound as the header states it, versions not acked by every subscriber left
 // out, figures not reported evaluated as n/a (and failing a check), and the fallbacks named.
-#include "src/group_bench_targets.h"
+#include "bench/drivers/group_bench_targets.h"
 
 #include <gtest/gtest.h>
 

@@ -7,10 +7,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "codec/base/file_io.h"
 #include "src/model_files.h"
 #include "tests/service/journal_cli_fixture.h"
 #include "tests/service/run_command.h"
-#include "transport/file_io.h"
 
 namespace weightcast {
 namespace {

@@ -8,9 +8,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "codec/base/file_io.h"
 #include "tests/service/journal_cli_fixture.h"
 #include "tests/service/run_command.h"
-#include "transport/file_io.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/journal_layout.h"
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "codec/model_shapes.h"
+#include "codec/workload/model_shapes.h"
 #include "tests/service/run_command.h"
 
 namespace weightcast {

@@ -7,7 +7,7 @@
 #include <random>
 #include <thread>
 
-#include "codec/thread_pool.h"
+#include "codec/base/thread_pool.h"
 
 namespace weightcast {
 namespace {

@@ -11,7 +11,7 @@
 #include <set>
 #include <thread>
 
-#include "codec/thread_pool.h"
+#include "codec/base/thread_pool.h"
 #include "src/packed_expert_export.h"
 
 namespace weightcast {

@@ -1,4 +1,4 @@
-// `weightcast bench ucx` (src/ucx_benchmark.h): its help, one small real run against
+// `weightcast bench ucx` (bench/drivers/ucx_benchmark.h): its help, one small real run against
 // ucx_perftest, and the reading of ucx_perftest's output. Only in builds with UCX.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include "weightcast/config.h"
 
 #if WEIGHTCAST_HAVE_UCX
-#include "src/ucx_perftest.h"
+#include "bench/drivers/ucx_perftest.h"
 
 namespace weightcast {
 namespace {

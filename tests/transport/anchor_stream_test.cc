@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <random>
 
+#include "codec/base/thread_pool.h"
 #include "codec/checksum.h"
-#include "codec/thread_pool.h"
 #include "tests/transport/anchor_stream_test_util.h"
 #include "tests/transport/anchor_test_util.h"
 

@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "codec/safetensors_format.h"
-#include "codec/status.h"
+#include "codec/base/status.h"
+#include "codec/formats/safetensors_format.h"
 #include "transport/fs/anchor_stream.h"
 
 namespace weightcast::anchor_testing {

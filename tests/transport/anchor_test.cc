@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "codec/base/thread_pool.h"
 #include "codec/checksum.h"
-#include "codec/safetensors_format.h"
-#include "codec/thread_pool.h"
+#include "codec/formats/safetensors_format.h"
 #include "tests/transport/anchor_test_util.h"
 #include "transport/fs/anchor_reader.h"
 #include "transport/fs/anchor_writer.h"

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "codec/base/status.h"
 #include "codec/dtype.h"
-#include "codec/status.h"
 #include "transport/fs/anchor_writer.h"
 
 namespace weightcast::anchor_testing {

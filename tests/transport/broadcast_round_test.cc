@@ -9,7 +9,7 @@
 #include <functional>
 #include <thread>
 
-#include "transport/nccl/loopback_broadcast_group.h"
+#include "tests/support/loopback_broadcast_group.h"
 
 namespace weightcast::nccl {
 namespace {

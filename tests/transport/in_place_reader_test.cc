@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "codec/base/thread_pool.h"
 #include "codec/delta_format.h"
 #include "codec/delta_manifest.h"
-#include "codec/thread_pool.h"
 #include "tests/transport/journal_robustness_util.h"
 #include "tests/transport/record_forgery.h"
 #include "transport/fs/journal_files.h"

@@ -10,9 +10,9 @@
 #include <memory>
 #include <optional>
 
+#include "codec/base/file_io.h"
 #include "codec/delta_format.h"
 #include "tests/transport/journal_robustness_util.h"
-#include "transport/file_io.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/retention.h"
 #include "transport/fs/step_commit.h"

@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "codec/byte_io.h"
+#include "codec/base/byte_io.h"
 #include "tests/transport/journal_files_test_manifests.h"
 #include "tests/transport/journal_test_model.h"
 #include "transport/fs/anchor_writer.h"

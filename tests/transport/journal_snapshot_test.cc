@@ -12,8 +12,8 @@
 #include <functional>
 #include <vector>
 
+#include "codec/base/thread_pool.h"
 #include "codec/delta_encoder.h"
-#include "codec/thread_pool.h"
 #include "tests/codec/test_data.h"
 #include "tests/transport/journal_test_model.h"
 #include "transport/fs/journal_files.h"

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <thread>
 
-#include "codec/thread_pool.h"
+#include "codec/base/thread_pool.h"
 #include "tests/transport/journal_test_model.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/retention.h"

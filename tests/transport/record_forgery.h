@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "codec/base/file_io.h"
+#include "codec/base/status.h"
 #include "codec/delta_format.h"
-#include "codec/status.h"
-#include "transport/file_io.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/journal_layout.h"
 

@@ -1,6 +1,7 @@
-// The path checks (transport/user_path.h) and the readers of file_io.h on what is not a regular
+// The path checks (codec/base/user_path.h) and the readers of file_io.h on what is not a regular
 // file: a FIFO is refused without blocking, a symlink loop is named as one.
-#include "transport/user_path.h"
+#include "codec/base/user_path.h"
+#include "transport/fs/journal_root.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -14,8 +15,8 @@
 #include <filesystem>
 #include <string>
 
+#include "codec/base/file_io.h"
 #include "tests/transport/user_file_test_util.h"
-#include "transport/file_io.h"
 
 namespace weightcast {
 namespace {

@@ -1,4 +1,4 @@
-// The broadcast Transport (transport/nccl/broadcast_transport.h) over a one-rank NCCL group
+// The broadcast Transport (tests/support/broadcast_transport.h) over a one-rank NCCL group
 // under the conformance suite every backend passes (tests/transport/transport_conformance.h):
 // one GPU holds one rank, which publishes each version as a round broadcast to itself and
 // serves it through its reader(). Without a usable GPU or a loadable NCCL every case skips
@@ -9,9 +9,9 @@
 #include <memory>
 #include <string>
 
+#include "tests/support/broadcast_transport.h"
 #include "tests/transport/transport_conformance.h"
 #include "tests/transport_nccl/nccl_test_skip.h"
-#include "transport/nccl/broadcast_transport.h"
 #include "transport/nccl/nccl_broadcast_group.h"
 
 namespace weightcast::testing {

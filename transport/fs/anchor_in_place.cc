@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "codec/allocation.h"
+#include "codec/base/allocation.h"
 #include "transport/fs/anchor_reader.h"
 #include "transport/tensor_staging.h"
 

@@ -14,7 +14,7 @@
 #include <span>
 #include <string>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "codec/tensor_ref.h"
 #include "weightcast/journal.pb.h"
 

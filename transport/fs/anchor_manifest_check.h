@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "codec/base/status.h"
 #include "codec/dtype.h"
-#include "codec/status.h"
 #include "transport/fs/anchor_reader.h"
 #include "weightcast/journal.pb.h"
 

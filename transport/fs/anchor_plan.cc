@@ -11,10 +11,10 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "codec/base/file_io.h"
 #include "codec/delta_manifest.h"
 #include "codec/dtype.h"
 #include "codec/tensor_bytes.h"
-#include "transport/file_io.h"
 
 namespace weightcast {
 

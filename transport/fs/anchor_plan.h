@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "codec/safetensors_format.h"
-#include "codec/status.h"
-#include "transport/file_io.h"  // pwrite_all
+#include "codec/base/file_io.h"  // pwrite_all
+#include "codec/base/status.h"
+#include "codec/formats/safetensors_format.h"
 #include "transport/fs/anchor_writer.h"
 #include "weightcast/journal.pb.h"
 

@@ -19,11 +19,11 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "codec/base/file_io.h"
+#include "codec/base/thread_pool.h"
 #include "codec/checksum.h"
 #include "codec/dtype.h"
-#include "codec/safetensors_format.h"
-#include "codec/thread_pool.h"
-#include "transport/file_io.h"
+#include "codec/formats/safetensors_format.h"
 #include "transport/fs/anchor_manifest_check.h"
 
 namespace weightcast {

@@ -10,7 +10,7 @@
 #include <span>
 #include <string>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "weightcast/journal.pb.h"
 
 namespace weightcast {

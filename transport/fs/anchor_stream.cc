@@ -9,9 +9,9 @@
 #include <iterator>
 #include <utility>
 
+#include "codec/base/thread_pool.h"
 #include "codec/checksum.h"
 #include "codec/dtype.h"
-#include "codec/thread_pool.h"
 
 namespace weightcast {
 namespace {

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "codec/safetensors_format.h"
-#include "codec/status.h"
+#include "codec/base/status.h"
+#include "codec/formats/safetensors_format.h"
 #include "transport/fs/anchor_plan.h"
 #include "transport/fs/anchor_writer.h"
 #include "weightcast/journal.pb.h"

@@ -10,9 +10,9 @@
 #include <memory>
 #include <mutex>
 
+#include "codec/base/thread_pool.h"
 #include "codec/checksum.h"
-#include "codec/safetensors_format.h"
-#include "codec/thread_pool.h"
+#include "codec/formats/safetensors_format.h"
 #include "transport/fs/anchor_plan.h"
 
 namespace weightcast {

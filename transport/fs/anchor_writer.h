@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "codec/base/status.h"
 #include "codec/dtype.h"
-#include "codec/status.h"
 #include "codec/tensor_bytes.h"
 #include "weightcast/journal.pb.h"
 

@@ -3,10 +3,10 @@
 #include <map>
 #include <optional>
 
+#include "codec/base/hex.h"
+#include "codec/base/thread_pool.h"
 #include "codec/checksum.h"
 #include "codec/delta_format.h"
-#include "codec/hex.h"
-#include "codec/thread_pool.h"
 #include "transport/fs/catch_up_reader.h"
 #include "transport/fs/delta_step.h"
 #include "transport/fs/journal_files.h"

@@ -31,9 +31,9 @@
 #include <string>
 #include <vector>
 
+#include "codec/base/status.h"
 #include "codec/delta_apply.h"
 #include "codec/dtype.h"
-#include "codec/status.h"
 #include "codec/tensor_ref.h"
 #include "transport/fs/journal_layout.h"
 #include "weightcast/journal.pb.h"

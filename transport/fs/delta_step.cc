@@ -10,9 +10,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "codec/base/file_io.h"
 #include "codec/delta_format.h"
 #include "codec/part_compression.h"
-#include "transport/file_io.h"
 
 namespace weightcast {
 namespace {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "codec/status.h"
-#include "transport/file_io.h"  // write_and_sync_file
+#include "codec/base/file_io.h"  // write_and_sync_file
+#include "codec/base/status.h"
 #include "weightcast/journal.pb.h"
 
 namespace weightcast {

@@ -6,10 +6,10 @@
 #include <cstring>
 #include <set>
 
-#include "codec/byte_io.h"
+#include "codec/base/byte_io.h"
+#include "codec/base/file_io.h"
 #include "codec/delta_manifest.h"
 #include "codec/tensor_bytes.h"
-#include "transport/file_io.h"
 #include "transport/fs/anchor_reader.h"
 
 namespace weightcast {

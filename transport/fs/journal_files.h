@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "weightcast/journal.pb.h"
 
 namespace weightcast {

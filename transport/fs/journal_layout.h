@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace weightcast {
 

@@ -7,9 +7,9 @@
 #include <optional>
 #include <vector>
 
+#include "codec/base/thread_pool.h"
 #include "codec/delta_encoder.h"
 #include "codec/delta_manifest.h"
-#include "codec/thread_pool.h"
 #include "transport/fs/journal_files.h"
 
 namespace weightcast {

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "codec/base/status.h"
 #include "codec/delta_encoder.h"
 #include "codec/dtype.h"
-#include "codec/status.h"
 #include "codec/tensor_bytes.h"
 #include "transport/fs/anchor_writer.h"
 #include "transport/fs/delta_step.h"

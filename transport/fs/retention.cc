@@ -6,8 +6,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "codec/base/file_io.h"
 #include "transport/fault_point.h"
-#include "transport/file_io.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/step_commit.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "transport/fs/journal_layout.h"
 #include "weightcast/journal.pb.h"
 

@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <random>
 
+#include "codec/base/file_io.h"
 #include "transport/fault_point.h"
-#include "transport/file_io.h"
 #include "transport/fs/delta_step.h"
 #include "transport/fs/journal_files.h"
 

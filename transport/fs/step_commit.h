@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "transport/fs/journal_layout.h"
 #include "weightcast/journal.pb.h"
 

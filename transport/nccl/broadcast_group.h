@@ -13,7 +13,7 @@
 //    list of sources or destinations for none at all;
 //  * sources and destinations may be host memory or, for groups on a GPU, device memory;
 //  * every call ends by its deadline: on a deadline, a peer's failure or abort() the group is
-//    broken and every later call fails at once with the first error (sticky);
+//    broken and every later call fails at once with kUnavailable naming the first error;
 //  * abort() may be called from any thread, also while broadcast() waits on another.
 #pragma once
 
@@ -22,7 +22,7 @@
 #include <span>
 #include <string>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "transport/nccl/broadcast_schedule.h"
 #include "transport/transport.h"  // Deadline
 

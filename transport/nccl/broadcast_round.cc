@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "codec/byte_io.h"
+#include "codec/base/byte_io.h"
 
 namespace weightcast::nccl {
 namespace {

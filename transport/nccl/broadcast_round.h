@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "transport/nccl/broadcast_group.h"
 #include "transport/transport.h"  // Deadline, PartDescriptor
 

@@ -18,7 +18,7 @@
 #include <span>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "transport/nccl/broadcast_schedule.h"
 #include "transport/nccl/nccl_communicator.h"
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace weightcast::nccl {
 

@@ -92,7 +92,9 @@ Status NcclBroadcastGroup::broadcast(std::span<const SchedulePart> parts,
                                      Deadline deadline) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!failure_.ok()) return failure_.with_context("sticky");
+    if (!failure_.ok()) {
+      return unavailable(who() + ": broken by an earlier failure: " + failure_.to_string());
+    }
     if (busy_) {
       // Another thread's round holds the communicator: it performs the abort.
       failure_ = failed_precondition(who() + ": broadcast() called while another is in progress");

@@ -14,10 +14,11 @@
 //  * Buffers: the BucketBroadcaster (its `buffers` staging buffers of `bucket_bytes` on the
 //    device) is made by the first broadcast() and kept for the group's life.
 //  * Failures: any failure of a round, a wrong span included (a collective cannot be left
-//    half-done by one rank), aborts the communicator and is sticky: every later call returns
-//    the first error at once. A failed round's destinations hold undefined bytes; host ones
-//    are no longer written once it returns, device ones may be by copies queued behind the
-//    aborted broadcasts until the group is destroyed (its destructor waits for them).
+//    half-done by one rank), aborts the communicator and breaks the group for good: every later
+//    call returns kUnavailable naming the first error at once. A failed round's destinations hold
+//    undefined bytes; host ones are no longer written once it returns, device ones may be by copies
+//    queued behind the aborted broadcasts until the group is destroyed (its destructor waits for
+//    them).
 //  * Threads: broadcast() from one thread at a time (a second concurrent one fails, breaking
 //    the group); abort() from any thread. While a round is in progress abort() only asks
 //    (NcclCommunicator::request_abort) and the broadcasting thread performs ncclCommAbort at
@@ -32,7 +33,7 @@
 #include <span>
 #include <string>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "transport/nccl/broadcast_group.h"
 #include "transport/nccl/bucket_broadcaster.h"
 #include "transport/nccl/nccl_communicator.h"

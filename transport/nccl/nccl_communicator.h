@@ -22,7 +22,7 @@
 #include <mutex>
 #include <string>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "transport/nccl/nccl_library.h"
 
 namespace weightcast::nccl {

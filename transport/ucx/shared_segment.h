@@ -21,7 +21,7 @@
 #include <span>
 #include <string>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace weightcast {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "transport/ucx/shared_segment.h"
 
 namespace weightcast {
