@@ -37,8 +37,6 @@ inline Deadline deadline_in(std::chrono::milliseconds ms) {
 
 struct TransportInfo {
   std::string name;                      // "fs", "ucx", "nccl"
-  bool viable = false;                   // usable on this host
-  std::string why_not_viable;            // when not viable, the reason (printed by skipped tests)
   std::vector<MemoryKind> memory_kinds;  // what publish() and fetch() accept
   bool durable = false;                  // parts survive the publisher (fs)
   std::string notes;                     // backend details worth a log line (may be empty)
@@ -60,15 +58,26 @@ struct VersionDescriptor {
   std::vector<PartDescriptor> parts;
 };
 
-class Transport {
+// The two halves of a backend, each made by the backend's factory (a static create returning
+// Result<std::unique_ptr<...>>, which fails when the backend cannot run here) and used only
+// through these interfaces by the endpoints and the conformance suite. A process that both
+// publishes and reads holds one of each.
+class PartPublisher {
  public:
-  virtual ~Transport() = default;
+  virtual ~PartPublisher() = default;
 
   virtual TransportInfo info() const = 0;
 
-  // Makes `parts` (unique, safe names) of `version` available to subscribers, all at once.
+  // Makes `parts` (unique, safe names) of `version` available to readers, all at once.
   [[nodiscard]] virtual Status publish(uint64_t version, std::span<const PartPayload> parts,
                                        Deadline deadline) = 0;
+};
+
+class PartReader {
+ public:
+  virtual ~PartReader() = default;
+
+  virtual TransportInfo info() const = 0;
 
   // The newest published version (kNotFound when there is none).
   [[nodiscard]] virtual Result<VersionDescriptor> latest(Deadline deadline) = 0;

@@ -61,12 +61,13 @@ int run_publisher(const std::string& tls, UcxPublisherOptions::Memory memory,
     for (auto& byte : b) byte = static_cast<uint8_t>((x += 0x9E3779B97F4A7C15ull) >> 56);
   }
   for (size_t i = 0; i < sizes.size(); ++i) parts.push_back({part_name(sizes[i]), buffers[i]});
-  UcxPublisherTransport publisher({std::make_shared<FileStore>(dir), tls, 1, memory});
-  if (!publisher.info().viable) {
+  auto made = UcxPublisherTransport::create({std::make_shared<FileStore>(dir), tls, 1, memory});
+  if (!made.ok()) {
     std::fprintf(stderr, "weightcast bench ucx: publisher with UCX_TLS=%s is not viable: %s\n",
-                 tls.c_str(), publisher.info().why_not_viable.c_str());
+                 tls.c_str(), made.status().message().c_str());
     return kChildNotViable;
   }
+  UcxPublisherTransport& publisher = **made;
   if (Status s = publisher.publish(kVersion, parts, deadline_in(seconds(60))); !s.ok()) {
     std::fprintf(stderr, "weightcast bench ucx: publisher with UCX_TLS=%s: %s\n", tls.c_str(),
                  s.to_string().c_str());
@@ -289,11 +290,12 @@ Result<nlohmann::json> run_ucx_benchmark(const UcxBenchmarkConfig& c) {
     options.chunk_bytes = chunk_bytes;
     options.max_in_flight = max_in_flight;
     options.mapped_chunk_bytes = mapped_chunk_bytes;
-    UcxSubscriberTransport subscriber(options);
-    if (!subscriber.info().viable) {
+    auto made = UcxSubscriberTransport::create(options);
+    if (!made.ok()) {
       return failed_precondition("bench ucx: a subscriber with UCX_TLS=" + tls +
-                                 " is not viable here: " + subscriber.info().why_not_viable);
+                                 " is not viable here: " + made.status().message());
     }
+    UcxSubscriberTransport& subscriber = **made;
     ASSIGN_OR_RETURN(const VersionDescriptor d,
                      subscriber.describe(kVersion, deadline_in(seconds(10))));
     auto reads_before = subscriber.read_counts();

@@ -44,9 +44,11 @@ class UcxLiveServer final : public LivePathServer {
     options.keep_versions = s->keep_versions_;
     options.memory = s->copies_ ? UcxPublisherOptions::Memory::kCopyToSharedMemory
                                 : UcxPublisherOptions::Memory::kInPlace;
-    s->transport_ = std::make_unique<UcxPublisherTransport>(std::move(options));
-    const TransportInfo info = s->transport_->info();
-    if (!info.viable) return failed_precondition(std::string(kName) + ": " + info.why_not_viable);
+    auto transport = UcxPublisherTransport::create(std::move(options));
+    if (!transport.ok()) {
+      return failed_precondition(std::string(kName) + ": " + transport.status().message());
+    }
+    s->transport_ = std::move(*transport);
     return std::unique_ptr<LivePathServer>(std::move(s));
   }
 
@@ -172,16 +174,17 @@ class UcxLiveFetcher final : public LivePathFetcher {
     UcxSubscriberOptions options;
     options.store = store_;
     options.tls = tls_;
-    auto transport = std::make_unique<UcxSubscriberTransport>(std::move(options));
-    const TransportInfo info = transport->info();
-    if (!info.viable) return failed_precondition(std::string(kName) + ": " + info.why_not_viable);
-    transport_ = std::move(transport);
+    auto transport = UcxSubscriberTransport::create(std::move(options));
+    if (!transport.ok()) {
+      return failed_precondition(std::string(kName) + ": " + transport.status().message());
+    }
+    transport_ = std::move(*transport);
     return ok_status();
   }
 
   std::string tls_;
   std::shared_ptr<InMemoryStore> store_;
-  std::unique_ptr<UcxSubscriberTransport> transport_;
+  std::unique_ptr<PartReader> transport_;  // made by UcxSubscriberTransport::create
 };
 
 #endif  // WEIGHTCAST_HAVE_UCX

@@ -146,15 +146,11 @@ class HeldRounds {
 namespace {
 
 // A subscriber's view of held rounds (reader()): reads only.
-class HeldRoundsReader final : public Transport {
+class HeldRoundsReader final : public PartReader {
  public:
   HeldRoundsReader(std::shared_ptr<HeldRounds> held, TransportInfo info)
       : held_(std::move(held)), info_(std::move(info)) {}
   TransportInfo info() const override { return info_; }
-  Status publish(uint64_t version, std::span<const PartPayload>, Deadline) override {
-    return failed_precondition("version " + std::to_string(version) + ": a reader of " +
-                               held_->who() + " cannot publish");
-  }
   Result<VersionDescriptor> latest(Deadline deadline) override { return held_->latest(deadline); }
   Result<VersionDescriptor> describe(uint64_t version, Deadline deadline) override {
     return held_->describe(version, deadline);
@@ -203,7 +199,6 @@ BroadcastTransport::~BroadcastTransport() {
 TransportInfo BroadcastTransport::info() const {
   TransportInfo info;
   info.name = options_.name;
-  info.viable = true;
   info.memory_kinds = {MemoryKind::kHost};
   return info;
 }
@@ -257,7 +252,7 @@ Status BroadcastTransport::fetch(uint64_t version, const PartDescriptor& part,
   return held_->fetch(version, part.name, dest, deadline);
 }
 
-std::unique_ptr<Transport> BroadcastTransport::reader() const {
+std::unique_ptr<PartReader> BroadcastTransport::reader() const {
   return std::make_unique<HeldRoundsReader>(held_, info());
 }
 

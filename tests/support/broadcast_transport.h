@@ -1,13 +1,12 @@
-// The Transport interface (transport.h) over a broadcast group (broadcast_group.h), one round
-// (broadcast_round.h) per published version.
+// The transport interface (transport.h, both halves) over a broadcast group (broadcast_group.h),
+// one round (broadcast_round.h) per published version.
 //
 // Why it exists: it puts the NCCL path under the transport conformance contract
-// (tests/transport/transport_conformance.h) and it is a simple embedding for frameworks that run
-// their own collective schedule: every member makes one BroadcastTransport; the root publishes,
-// the others read what arrived. The rank group does NOT use it: its live path drives rounds
-// from the coordinator's offers (run_round on every member when a version is offered), so no
-// member, and no GPU kernel, waits idle in a collective between versions as this Transport's
-// receive loop does.
+// (tests/transport/transport_conformance.h): every member makes one BroadcastTransport; the
+// root publishes, the others read what arrived. Production does NOT use it (hence tests/):
+// the rank group's live path drives rounds from the coordinator's offers (run_round on every
+// member when a version is offered), so no member, and no GPU kernel, waits idle in a
+// collective between versions as this receive loop does.
 //
 // Roles, fixed by the member's rank:
 //  * the root (options.root) publishes: one round per publish(), all or nothing; versions
@@ -47,7 +46,9 @@ struct BroadcastTransportOptions {
 
 class HeldRounds;  // the rounds a member holds (broadcast_transport.cc)
 
-class BroadcastTransport final : public Transport {
+// Both halves of the transport interface on one member: the root publishes, every member
+// reads what it holds.
+class BroadcastTransport final : public PartPublisher, public PartReader {
  public:
   // Takes this member's end of the group; on a non-root member starts the receive thread.
   [[nodiscard]] static Result<std::unique_ptr<BroadcastTransport>> create(
@@ -63,9 +64,10 @@ class BroadcastTransport final : public Transport {
   Status fetch(uint64_t version, const PartDescriptor& part, std::span<uint8_t> dest,
                Deadline deadline) override;
 
-  // A second Transport reading this member's held rounds (its publish() is refused): the
-  // subscriber of a one-member group. It may outlive this object (it keeps what was held).
-  std::unique_ptr<Transport> reader() const;
+  // A second reader of this member's held rounds: the subscriber of a one-member group in a
+  // test that wants the two halves as separate objects. It may outlive this object (it keeps
+  // what was held).
+  std::unique_ptr<PartReader> reader() const;
 
   // Ok while the receive loop runs (and always on the root); after, the error that ended it.
   Status receive_status() const;

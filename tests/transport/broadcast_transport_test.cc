@@ -1,4 +1,4 @@
-// The broadcast Transport (tests/support/broadcast_transport.h) over the in-process loopback
+// The broadcast transport (tests/support/broadcast_transport.h) over the in-process loopback
 // group: the conformance suite with two members (publisher rank 0, subscriber rank 1) and with
 // one member (publisher and reader() of the same rounds), plus what is particular to it:
 // rounds held per member, roles, the idle deadline and a prompt shutdown.
@@ -70,7 +70,7 @@ INSTANTIATE_TEST_SUITE_P(BroadcastLoopback, TransportConformance,
                                            TransportBackend{"one_member", connect_alone}),
                          [](const auto& info) { return info.param.name; });
 
-Status publish_bytes(Transport& t, uint64_t version, const std::vector<uint8_t>& bytes) {
+Status publish_bytes(PartPublisher& t, uint64_t version, const std::vector<uint8_t>& bytes) {
   const PartPayload part{"weights", bytes};
   return t.publish(version, std::span(&part, 1), deadline_in(milliseconds(5000)));
 }
@@ -97,7 +97,6 @@ TEST(BroadcastTransport, EverySubscriberHoldsTheLastKeepVersions) {
   EXPECT_EQ(t[0]->latest(deadline_in(milliseconds(1000))).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(publish_bytes(*t[1], 4, {1}).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(t[0]->info().name, "loopback");
-  EXPECT_TRUE(t[0]->info().viable);
 }
 
 TEST(BroadcastTransport, DuplicatePartNamesAreRefusedWithoutBreakingTheGroup) {

@@ -21,8 +21,13 @@ TransportPeers connect_fs() {
   FsTransportOptions sub;
   sub.root = dir->path();
   TransportPeers peers;
-  peers.publisher = std::make_unique<FsTransport>(pub);
-  peers.subscriber = std::make_unique<FsTransport>(sub);
+  auto publisher = FsPartPublisher::create(pub);
+  auto subscriber = FsPartReader::create(sub);
+  EXPECT_TRUE(publisher.ok() && subscriber.ok())
+      << publisher.status().to_string() << subscriber.status().to_string();
+  if (!publisher.ok() || !subscriber.ok()) return peers;
+  peers.publisher = std::move(*publisher);
+  peers.subscriber = std::move(*subscriber);
   peers.corrupt = [dir](uint64_t version, const std::string& part) {
     const std::string path = JournalLayout(dir->path()).step(version) + "/" + part;
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);

@@ -96,7 +96,7 @@ inline proto::StepManifest valid_delta() {
   return m;
 }
 
-// Opaque parts published through the Transport interface.
+// Opaque parts published through the transport interface (a PartPublisher).
 inline proto::StepManifest valid_parts() {
   proto::StepManifest m;
   m.set_format_version(1);

@@ -14,10 +14,13 @@
 
 namespace weightcast::testing {
 
-// One publisher and one subscriber connected through the backend under test.
+// One publisher and one subscriber connected through the backend under test, made by its
+// factories; when a factory refuses because the backend cannot run on this host, both are null
+// and `cannot_run` says why (every test then skips with it).
 struct TransportPeers {
-  std::unique_ptr<Transport> publisher;
-  std::unique_ptr<Transport> subscriber;
+  std::unique_ptr<PartPublisher> publisher;
+  std::unique_ptr<PartReader> subscriber;
+  std::string cannot_run;
   // Flips one byte of a published part where the subscriber reads it; null when the backend
   // cannot (the corruption test then skips).
   std::function<void(uint64_t version, const std::string& part)> corrupt;

@@ -1,8 +1,8 @@
-// The broadcast Transport (tests/support/broadcast_transport.h) over a one-rank NCCL group
+// The broadcast transport (tests/support/broadcast_transport.h) over a one-rank NCCL group
 // under the conformance suite every backend passes (tests/transport/transport_conformance.h):
 // one GPU holds one rank, which publishes each version as a round broadcast to itself and
 // serves it through its reader(). Without a usable GPU or a loadable NCCL every case skips
-// and says why; the same Transport runs the suite on the loopback group in transport_tests.
+// and says why; the same transport runs the suite on the loopback group in transport_tests.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -19,30 +19,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Stands in for both peers when the host cannot run NCCL: the suite skips with `why`.
-class NotViable final : public Transport {
- public:
-  explicit NotViable(std::string why) : why_(std::move(why)) {}
-  TransportInfo info() const override { return {"nccl", false, why_, {}, false, {}}; }
-  Status publish(uint64_t, std::span<const PartPayload>, Deadline) override {
-    return failed_precondition(why_);
-  }
-  Result<VersionDescriptor> latest(Deadline) override { return failed_precondition(why_); }
-  Result<VersionDescriptor> describe(uint64_t, Deadline) override {
-    return failed_precondition(why_);
-  }
-  Status fetch(uint64_t, const PartDescriptor&, std::span<uint8_t>, Deadline) override {
-    return failed_precondition(why_);
-  }
-
- private:
-  std::string why_;
-};
-
+// No peers: the suite skips with `why`.
 TransportPeers not_viable(const std::string& why) {
   TransportPeers peers;
-  peers.publisher = std::make_unique<NotViable>(why);
-  peers.subscriber = std::make_unique<NotViable>(why);
+  peers.cannot_run = why;
   return peers;
 }
 

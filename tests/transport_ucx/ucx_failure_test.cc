@@ -20,6 +20,7 @@
 #include <cstdio>
 
 #include "tests/transport_ucx/ucx_forked_publisher.h"
+#include "tests/transport_ucx/ucx_made.h"
 #include "transport/ucx/ucx_transport.h"
 
 namespace weightcast::testing {
@@ -88,8 +89,7 @@ class UcxRevokedBuffer : public ::testing::TestWithParam<std::string> {
     auto store = std::make_shared<InMemoryStore>();
     std::vector<uint8_t> v1 = pattern(kPartBytes);  // declared before the publisher, which
     const std::vector<uint8_t> v2 = pattern(kForkedLaterPartBytes, 2);  // unmaps them first
-    UcxPublisherTransport publisher({store, GetParam(), 1});
-    if (!publisher.info().viable) GTEST_SKIP() << publisher.info().why_not_viable;
+    UCX_PUBLISHER_OR_SKIP(publisher, {store, GetParam(), 1});
     const PartPayload p1{"weights", v1};
     ASSERT_TRUE(publisher.publish(1, {&p1, 1}, deadline_in(seconds(10))).ok());
 
@@ -108,7 +108,7 @@ class UcxRevokedBuffer : public ::testing::TestWithParam<std::string> {
       publish_v2 = publisher.publish(2, {&p2, 1}, deadline_in(seconds(10)));
       if (reuse) std::fill(v1.begin(), v1.end(), uint8_t{0xA5});  // retired: the caller's again
     };
-    UcxSubscriberTransport subscriber(o);
+    UCX_SUBSCRIBER(subscriber, o);
     auto d = subscriber.describe(1, deadline_in(seconds(5)));
     ASSERT_TRUE(d.ok()) << d.status().to_string();
     std::vector<uint8_t> dest(kPartBytes);
@@ -140,8 +140,7 @@ TEST(UcxReleasedCopy, LateGetsReadZerosAndTheFetchIsNotFound) {
   auto store = std::make_shared<InMemoryStore>();
   UcxPublisherOptions options{store, "tcp", 1};
   options.memory = UcxPublisherOptions::Memory::kCopyToSharedMemory;
-  UcxPublisherTransport publisher(options);
-  if (!publisher.info().viable) GTEST_SKIP() << publisher.info().why_not_viable;
+  UCX_PUBLISHER_OR_SKIP(publisher, options);
   const std::vector<uint8_t> v1 = pattern(kPartBytes);
   const std::vector<uint8_t> later = pattern(kForkedLaterPartBytes, 2);
   const PartPayload p1{"weights", v1};
@@ -161,7 +160,7 @@ TEST(UcxReleasedCopy, LateGetsReadZerosAndTheFetchIsNotFound) {
       publish_later = publisher.publish(v, {&p, 1}, deadline_in(seconds(10)));
     }
   };
-  UcxSubscriberTransport subscriber(o);
+  UCX_SUBSCRIBER(subscriber, o);
   auto d = subscriber.describe(1, deadline_in(seconds(5)));
   ASSERT_TRUE(d.ok()) << d.status().to_string();
   std::vector<uint8_t> dest(kPartBytes);
@@ -195,7 +194,7 @@ class UcxForkedFailure : public UcxForkedPublisher {
       done_at_retire = done;
       commanded = command('p') && (!reuse || command('o'));
     };
-    UcxSubscriberTransport subscriber(o);
+    UCX_SUBSCRIBER(subscriber, o);
     auto d = subscriber.describe(1, deadline_in(seconds(5)));
     ASSERT_TRUE(d.ok()) << d.status().to_string();
     std::vector<uint8_t> dest(kPartBytes);
@@ -230,7 +229,7 @@ TEST_P(UcxForkedFailure, StoppedPublisherMeetsTheDeadline) {
     return;
   }
   const std::vector<uint8_t> expected = pattern(kBytes);
-  UcxSubscriberTransport subscriber(subscriber_options());
+  UCX_SUBSCRIBER(subscriber, subscriber_options());
   auto d = subscriber.describe(1, deadline_in(seconds(5)));  // the store only
   ASSERT_TRUE(d.ok()) << d.status().to_string();
   ASSERT_EQ(::kill(pid_, SIGSTOP), 0);

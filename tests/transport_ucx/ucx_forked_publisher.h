@@ -54,8 +54,10 @@ inline int run_publisher(const std::string& tls, const std::string& dir, size_t 
                          int reply_fd) {
   std::vector<uint8_t> first = pattern(bytes);
   std::deque<std::vector<uint8_t>> later;  // declared before the publisher: unmapped first
-  UcxPublisherTransport publisher({std::make_shared<FileStore>(dir), tls, keep_versions, memory});
-  if (!publisher.info().viable) return kChildNotViable;
+  auto made =
+      UcxPublisherTransport::create({std::make_shared<FileStore>(dir), tls, keep_versions, memory});
+  if (!made.ok()) return kChildNotViable;
+  UcxPublisherTransport& publisher = **made;
   const PartPayload part{"weights", first};
   if (!publisher.publish(1, {&part, 1}, deadline_in(std::chrono::seconds(30))).ok()) return 4;
   uint64_t version = 1;
@@ -182,7 +184,12 @@ class UcxForkedPublisher : public ::testing::TestWithParam<std::string> {
       pid_ = -1;
       out.killed_at = done;
     };
-    UcxSubscriberTransport subscriber(options);
+    auto made = UcxSubscriberTransport::create(options);
+    if (!made.ok()) {
+      out.status = made.status();
+      return out;
+    }
+    UcxSubscriberTransport& subscriber = **made;
     auto d = subscriber.describe(1, deadline_in(std::chrono::seconds(10)));
     if (!d.ok()) {
       out.status = d.status();

@@ -10,6 +10,7 @@
 
 #include "tests/transport/transport_conformance.h"
 #include "tests/transport_ucx/ucx_forked_publisher.h"
+#include "tests/transport_ucx/ucx_made.h"
 #include "transport/ucx/ucx_transport.h"
 
 namespace weightcast::testing {
@@ -22,10 +23,10 @@ using std::chrono::seconds;
 // version is retired; the conformance suite frees its parts right after publish, so this
 // wrapper keeps a copy of every published part for as long as the publisher exists (longer
 // than the retire window, as a caller must). corrupt() flips a byte of that mapped copy.
-class OwningPublisher final : public Transport {
+class OwningPublisher final : public PartPublisher {
  public:
-  explicit OwningPublisher(UcxPublisherOptions options)
-      : inner_(std::make_unique<UcxPublisherTransport>(std::move(options))) {}
+  explicit OwningPublisher(std::unique_ptr<UcxPublisherTransport> inner)
+      : inner_(std::move(inner)) {}
   ~OwningPublisher() override { inner_.reset(); }  // unmapped before the bytes go
 
   TransportInfo info() const override { return inner_->info(); }
@@ -44,13 +45,6 @@ class OwningPublisher final : public Transport {
     }
     return s;
   }
-  Result<VersionDescriptor> latest(Deadline d) override { return inner_->latest(d); }
-  Result<VersionDescriptor> describe(uint64_t v, Deadline d) override {
-    return inner_->describe(v, d);
-  }
-  Status fetch(uint64_t v, const PartDescriptor& p, std::span<uint8_t> dest, Deadline d) override {
-    return inner_->fetch(v, p, dest, d);
-  }
 
   void flip(uint64_t version, const std::string& part) {
     auto& bytes = kept_.at(version).at(part);
@@ -64,16 +58,35 @@ class OwningPublisher final : public Transport {
   std::unique_ptr<UcxPublisherTransport> inner_;
 };
 
+// Both halves on `store`, or none and why (TransportPeers::cannot_run).
+TransportPeers make_peers(std::shared_ptr<InMemoryStore> store, const std::string& tls,
+                          const UcxPublisherOptions& options, bool owning) {
+  TransportPeers peers;
+  auto publisher = UcxPublisherTransport::create(options);
+  if (!publisher.ok()) {
+    peers.cannot_run = publisher.status().to_string();
+    return peers;
+  }
+  UcxSubscriberOptions sub;
+  sub.store = std::move(store);
+  sub.tls = tls;
+  auto subscriber = UcxSubscriberTransport::create(sub);
+  EXPECT_TRUE(subscriber.ok()) << subscriber.status().to_string();
+  if (!subscriber.ok()) return peers;
+  if (owning) {
+    peers.publisher = std::make_unique<OwningPublisher>(std::move(*publisher));
+  } else {
+    peers.publisher = std::move(*publisher);
+  }
+  peers.subscriber = std::move(*subscriber);
+  return peers;
+}
+
 TransportPeers connect_ucx(const std::string& tls) {
   auto store = std::make_shared<InMemoryStore>();
-  auto publisher = std::make_unique<OwningPublisher>(UcxPublisherOptions{store, tls, 2});
-  OwningPublisher* raw = publisher.get();
-  UcxSubscriberOptions sub;
-  sub.store = store;
-  sub.tls = tls;
-  TransportPeers peers;
-  peers.publisher = std::move(publisher);
-  peers.subscriber = std::make_unique<UcxSubscriberTransport>(sub);
+  TransportPeers peers = make_peers(store, tls, UcxPublisherOptions{store, tls, 2}, true);
+  if (!peers.publisher) return peers;
+  auto* raw = static_cast<OwningPublisher*>(peers.publisher.get());
   peers.corrupt = [raw](uint64_t version, const std::string& part) { raw->flip(version, part); };
   peers.break_publisher = [raw] { raw->close_worker(); };
   return peers;
@@ -87,14 +100,9 @@ TransportPeers connect_ucx_copying(const std::string& tls) {
   auto store = std::make_shared<InMemoryStore>();
   UcxPublisherOptions options{store, tls, 2};
   options.memory = UcxPublisherOptions::Memory::kCopyToSharedMemory;
-  auto publisher = std::make_unique<UcxPublisherTransport>(options);
-  UcxPublisherTransport* raw = publisher.get();
-  UcxSubscriberOptions sub;
-  sub.store = store;
-  sub.tls = tls;
-  TransportPeers peers;
-  peers.publisher = std::move(publisher);
-  peers.subscriber = std::make_unique<UcxSubscriberTransport>(sub);
+  TransportPeers peers = make_peers(store, tls, options, false);
+  if (!peers.publisher) return peers;
+  auto* raw = static_cast<UcxPublisherTransport*>(peers.publisher.get());
   peers.corrupt = [store](uint64_t version, const std::string& part) {
     auto stored = store->get(ucx_version_key(version));
     ASSERT_TRUE(stored.ok() && *stored) << "version " << version << " is not in the store";
@@ -112,12 +120,11 @@ TransportPeers connect_ucx_copying(const std::string& tls) {
 // could move, and says what UCX detected.
 TEST(UcxTransportInfo, OffersHostMemoryAndNamesWhatUcxDetected) {
   auto store = std::make_shared<InMemoryStore>();
-  UcxPublisherTransport publisher({store, "shm", 2});
-  if (!publisher.info().viable) GTEST_SKIP() << publisher.info().why_not_viable;
+  UCX_PUBLISHER_OR_SKIP(publisher, {store, "shm", 2});
   UcxSubscriberOptions sub;
   sub.store = store;
   sub.tls = "shm";
-  UcxSubscriberTransport subscriber(sub);
+  UCX_SUBSCRIBER(subscriber, sub);
   for (const TransportInfo& info : {publisher.info(), subscriber.info()}) {
     EXPECT_EQ(info.memory_kinds,
               (std::vector<MemoryKind>{MemoryKind::kHost, MemoryKind::kHostPinned}));
@@ -140,11 +147,13 @@ TEST_P(UcxRepublished, SameVersionFromANewPublisherIsReadAnew) {
   UcxSubscriberOptions sub;
   sub.store = store;
   sub.tls = tls;
-  UcxSubscriberTransport subscriber(sub);
+  auto first_made = UcxPublisherTransport::create(options);
+  if (!first_made.ok()) GTEST_SKIP() << "UCX cannot run here: " << first_made.status().to_string();
+  UCX_SUBSCRIBER(subscriber, sub);
   PartDescriptor old_part;
   {
-    UcxPublisherTransport a(options);
-    if (!a.info().viable) GTEST_SKIP() << a.info().why_not_viable;
+    const std::unique_ptr<UcxPublisherTransport> a_owned = std::move(*first_made);
+    UcxPublisherTransport& a = *a_owned;  // destroyed at the end of this scope
     const PartPayload p{"weights", first};
     ASSERT_TRUE(a.publish(7, {&p, 1}, deadline_in(seconds(10))).ok());
     auto d = subscriber.describe(7, deadline_in(seconds(5)));
@@ -154,7 +163,7 @@ TEST_P(UcxRepublished, SameVersionFromANewPublisherIsReadAnew) {
     ASSERT_TRUE(subscriber.fetch(7, old_part, dest, deadline_in(seconds(10))).ok());
     ASSERT_TRUE(dest == first);
   }
-  UcxPublisherTransport b(options);
+  UCX_PUBLISHER_OR_SKIP(b, options);
   const PartPayload p{"weights", second};
   ASSERT_TRUE(b.publish(7, {&p, 1}, deadline_in(seconds(10))).ok());
   auto d = subscriber.describe(7, deadline_in(seconds(5)));
@@ -174,14 +183,13 @@ TEST_P(UcxRepublished, SameVersionFromANewPublisherIsReadAnew) {
 TEST(UcxSubscriberBlobs, AnEntryDescribingAnotherVersionIsDataLoss) {
   auto store = std::make_shared<InMemoryStore>();
   const std::vector<uint8_t> bytes = pattern(5000, 3);
-  UcxPublisherTransport publisher({store, "shm", 2});
-  if (!publisher.info().viable) GTEST_SKIP() << publisher.info().why_not_viable;
+  UCX_PUBLISHER_OR_SKIP(publisher, {store, "shm", 2});
   const PartPayload p{"weights", bytes};
   ASSERT_TRUE(publisher.publish(1, {&p, 1}, deadline_in(seconds(10))).ok());
   UcxSubscriberOptions sub;
   sub.store = store;
   sub.tls = "shm";
-  UcxSubscriberTransport subscriber(sub);
+  UCX_SUBSCRIBER(subscriber, sub);
   ASSERT_TRUE(subscriber.describe(1, deadline_in(seconds(5))).ok());  // decoded and kept
   auto v1 = store->get(ucx_version_key(1));
   ASSERT_TRUE(v1.ok() && *v1);
@@ -213,7 +221,7 @@ TEST_P(UcxForkedPublisher, PartArrivesFromAnotherProcess) {
     if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
     return;
   }
-  UcxSubscriberTransport subscriber(subscriber_options());
+  UCX_SUBSCRIBER(subscriber, subscriber_options());
   auto d = subscriber.latest(deadline_in(seconds(10)));
   ASSERT_TRUE(d.ok()) << d.status().to_string();
   ASSERT_EQ(d->parts.size(), 1u);
@@ -284,7 +292,7 @@ TEST_P(UcxForkedPublisher, CopiesAreReadFromTheSharedSegmentOverShm) {
     if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
     return;
   }
-  UcxSubscriberTransport subscriber(subscriber_options());
+  UCX_SUBSCRIBER(subscriber, subscriber_options());
   auto d = subscriber.latest(deadline_in(seconds(10)));
   ASSERT_TRUE(d.ok()) << d.status().to_string();
   std::vector<uint8_t> dest(kBytes);
@@ -315,7 +323,7 @@ TEST_P(UcxForkedPublisher, CopyServingPublisherGoneBeforeTheFetchIsAnError) {
   ::kill(pid_, SIGKILL);
   ::waitpid(pid_, nullptr, 0);
   pid_ = -1;
-  UcxSubscriberTransport subscriber(subscriber_options());
+  UCX_SUBSCRIBER(subscriber, subscriber_options());
   auto d = subscriber.describe(1, deadline_in(seconds(10)));  // the blob outlives its publisher
   ASSERT_TRUE(d.ok()) << d.status().to_string();
   std::vector<uint8_t> dest(kBytes);

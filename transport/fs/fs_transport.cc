@@ -22,30 +22,45 @@ Status check_deadline(Deadline deadline, const std::string& what) {
   return ok_status();
 }
 
-}  // namespace
+// A root that exists must be a directory; one that does not is made by the first publish.
+Status check_root(const std::string& root) {
+  struct stat st {};
+  if (::stat(root.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    return failed_precondition("fs transport: '" + root + "' is not a directory");
+  }
+  return ok_status();
+}
 
-FsTransport::FsTransport(FsTransportOptions options)
-    : options_(std::move(options)), layout_(options_.root) {}
-
-TransportInfo FsTransport::info() const {
+TransportInfo fs_info() {
   TransportInfo info;
   info.name = "fs";
   info.memory_kinds = {MemoryKind::kHost, MemoryKind::kHostPinned};
   info.durable = true;
-  struct stat st {};
-  info.viable = ::stat(options_.root.c_str(), &st) == 0 ? S_ISDIR(st.st_mode) : true;
-  if (!info.viable) info.why_not_viable = "'" + options_.root + "' is not a directory";
   return info;
 }
 
-Status FsTransport::publish(uint64_t version, std::span<const PartPayload> parts,
-                            Deadline deadline) {
+}  // namespace
+
+Result<std::unique_ptr<FsPartPublisher>> FsPartPublisher::create(FsTransportOptions options) {
+  RETURN_IF_ERROR(check_root(options.root));
+  return std::unique_ptr<FsPartPublisher>(new FsPartPublisher(std::move(options)));
+}
+
+FsPartPublisher::FsPartPublisher(FsTransportOptions options)
+    : options_(std::move(options)), layout_(options_.root) {}
+
+TransportInfo FsPartPublisher::info() const {
+  return fs_info();
+}
+
+Status FsPartPublisher::publish(uint64_t version, std::span<const PartPayload> parts,
+                                Deadline deadline) {
   RETURN_IF_ERROR(sticky_.check());
   return sticky_.record(publish_unchecked(version, parts, deadline));
 }
 
-Status FsTransport::publish_unchecked(uint64_t version, std::span<const PartPayload> parts,
-                                      Deadline deadline) {
+Status FsPartPublisher::publish_unchecked(uint64_t version, std::span<const PartPayload> parts,
+                                          Deadline deadline) {
   const std::string what =
       "fs transport '" + options_.root + "' version " + std::to_string(version);
   RETURN_IF_ERROR(check_deadline(deadline, what));
@@ -90,7 +105,19 @@ Status FsTransport::publish_unchecked(uint64_t version, std::span<const PartPayl
   return s;
 }
 
-Result<VersionDescriptor> FsTransport::latest(Deadline deadline) {
+Result<std::unique_ptr<FsPartReader>> FsPartReader::create(FsTransportOptions options) {
+  RETURN_IF_ERROR(check_root(options.root));
+  return std::unique_ptr<FsPartReader>(new FsPartReader(std::move(options)));
+}
+
+FsPartReader::FsPartReader(FsTransportOptions options)
+    : options_(std::move(options)), layout_(options_.root) {}
+
+TransportInfo FsPartReader::info() const {
+  return fs_info();
+}
+
+Result<VersionDescriptor> FsPartReader::latest(Deadline deadline) {
   RETURN_IF_ERROR(sticky_.check());
   RETURN_IF_ERROR(check_deadline(deadline, "fs transport '" + options_.root + "'"));
   auto head = read_journal_head(layout_);
@@ -99,7 +126,7 @@ Result<VersionDescriptor> FsTransport::latest(Deadline deadline) {
   return describe((*head)->version(), deadline);
 }
 
-Result<VersionDescriptor> FsTransport::describe(uint64_t version, Deadline deadline) {
+Result<VersionDescriptor> FsPartReader::describe(uint64_t version, Deadline deadline) {
   RETURN_IF_ERROR(sticky_.check());
   const std::string what =
       "fs transport '" + options_.root + "' version " + std::to_string(version);
@@ -116,8 +143,8 @@ Result<VersionDescriptor> FsTransport::describe(uint64_t version, Deadline deadl
   return d;
 }
 
-Status FsTransport::fetch(uint64_t version, const PartDescriptor& part, std::span<uint8_t> dest,
-                          Deadline deadline) {
+Status FsPartReader::fetch(uint64_t version, const PartDescriptor& part, std::span<uint8_t> dest,
+                           Deadline deadline) {
   RETURN_IF_ERROR(sticky_.check());
   const std::string path = layout_.step(version) + "/" + part.name;
   RETURN_IF_ERROR(check_deadline(deadline, "fetch of '" + path + "'"));

@@ -1,8 +1,8 @@
 // One member's end of a membership epoch's broadcast group (ARCHITECTURE.md §5): the
 // collective the NCCL transport is built on, behind an interface so that everything above it
-// (the round framing, the Transport, the rank group's live path) is the same code over NCCL
-// on GPUs (nccl_broadcast_group.h) and over the in-process loopback group the CPU tests use
-// (loopback_broadcast_group.h).
+// (the round framing, the broadcast transport of the tests, the rank group's live path) is the same
+// code over NCCL on GPUs (nccl_broadcast_group.h) and over the in-process loopback group the CPU
+// tests use (loopback_broadcast_group.h).
 //
 // Contracts every implementation keeps:
 //  * a group has `size()` members, ranks 0..size-1, fixed for its life (an epoch);

@@ -149,19 +149,15 @@ Result<UcxContextAndWorker> create_ucx_context_and_worker(const std::string& tls
   return out;
 }
 
-TransportInfo ucx_transport_info(const Status& init_error, const UcxContext* context) {
+TransportInfo ucx_transport_info(const UcxContext& context) {
   TransportInfo info;
   info.name = "ucx";
-  info.viable = init_error.ok();
-  info.why_not_viable = init_error.message();
   // Host memory only, whatever UCX could move: both sides hash parts on the CPU (the
   // publisher's checksum, the subscriber's verification and its reads by loads), so a device
   // pointer would be dereferenced. Device tensors are staged to host by the caller.
   info.memory_kinds = {MemoryKind::kHost, MemoryKind::kHostPinned};
-  if (context != nullptr) {
-    info.notes = "UCX detected memory types: " + context->detected_memory_types() +
-                 "; parts are read and verified in host memory";
-  }
+  info.notes = "UCX detected memory types: " + context.detected_memory_types() +
+               "; parts are read and verified in host memory";
   return info;
 }
 

@@ -76,7 +76,7 @@ Result<UcxContextAndWorker> create_ucx_context_and_worker(const std::string& tls
 
 // The TransportInfo of a UCX publisher or subscriber whose setup ended in `init_error` with
 // `context` (null when it failed before creating one).
-TransportInfo ucx_transport_info(const Status& init_error, const UcxContext* context);
+TransportInfo ucx_transport_info(const UcxContext& context);
 
 // Drives `worker` until `request` (a ucp_*_nbx result: null, an error or a request) completes,
 // then frees it. When `deadline` passes first, the request is cancelled (ucp_request_cancel),

@@ -32,26 +32,23 @@ VersionDescriptor ucx_descriptor(const UcxVersionBlob& blob) {
   return d;
 }
 
-UcxPublisherTransport::UcxPublisherTransport(UcxPublisherOptions options)
-    : options_(std::move(options)) {
-  if (!options_.store) {
-    init_error_ = invalid_argument("ucx publisher: no rendezvous store given");
-    return;
-  }
-  if (options_.keep_versions == 0) options_.keep_versions = 1;
-  auto created = create_ucx_context_and_worker(options_.tls);
-  if (!created.ok()) {
-    init_error_ = created.status();
-    return;
-  }
-  context_ = std::move(created->context);
-  worker_ = std::move(created->worker);
-  auto address = worker_->address();
-  if (!address.ok()) {
-    init_error_ = address.status();
-    return;
-  }
-  worker_address_ = std::move(*address);
+Result<std::unique_ptr<UcxPublisherTransport>> UcxPublisherTransport::create(
+    UcxPublisherOptions options) {
+  if (!options.store) return invalid_argument("ucx publisher: no rendezvous store given");
+  if (options.keep_versions == 0) options.keep_versions = 1;
+  ASSIGN_OR_RETURN(UcxContextAndWorker created, create_ucx_context_and_worker(options.tls));
+  ASSIGN_OR_RETURN(std::vector<uint8_t> address, created.worker->address());
+  return std::unique_ptr<UcxPublisherTransport>(
+      new UcxPublisherTransport(std::move(options), std::move(created), std::move(address)));
+}
+
+UcxPublisherTransport::UcxPublisherTransport(UcxPublisherOptions options,
+                                             UcxContextAndWorker created,
+                                             std::vector<uint8_t> worker_address)
+    : options_(std::move(options)),
+      context_(std::move(created.context)),
+      worker_(std::move(created.worker)),
+      worker_address_(std::move(worker_address)) {
   progress_ = std::thread([this] { progress_loop(); });
 }
 
@@ -60,7 +57,7 @@ UcxPublisherTransport::~UcxPublisherTransport() {
 }
 
 TransportInfo UcxPublisherTransport::info() const {
-  return ucx_transport_info(init_error_, context_.get());
+  return ucx_transport_info(*context_);
 }
 
 // Gets over tcp and shared memory are answered by this worker, so it must be progressed even
@@ -94,8 +91,6 @@ void UcxPublisherTransport::progress_loop() {
 Status UcxPublisherTransport::publish(uint64_t version, std::span<const PartPayload> parts,
                                       Deadline deadline) {
   const std::string what = "ucx publish of version " + std::to_string(version);
-  if (!init_error_.ok())
-    return failed_precondition(what + ": not viable: " + init_error_.message());
   RETURN_IF_ERROR(check_deadline(deadline, what));
   std::set<std::string> names;
   for (const auto& p : parts) {
@@ -264,18 +259,6 @@ void UcxPublisherTransport::close_worker() {
   lingering_.clear();
   worker_.reset();
   placeholders_.clear();  // no worker answers gets any more
-}
-
-Result<VersionDescriptor> UcxPublisherTransport::latest(Deadline) {
-  return failed_precondition("ucx publisher: read through a UcxSubscriberTransport");
-}
-
-Result<VersionDescriptor> UcxPublisherTransport::describe(uint64_t, Deadline) {
-  return failed_precondition("ucx publisher: read through a UcxSubscriberTransport");
-}
-
-Status UcxPublisherTransport::fetch(uint64_t, const PartDescriptor&, std::span<uint8_t>, Deadline) {
-  return failed_precondition("ucx publisher: read through a UcxSubscriberTransport");
 }
 
 }  // namespace weightcast

@@ -67,23 +67,22 @@ Status check_hash(uint64_t got, uint64_t expected) {
 
 }  // namespace
 
-UcxSubscriberTransport::UcxSubscriberTransport(UcxSubscriberOptions options)
-    : options_(std::move(options)) {
-  if (!options_.store) {
-    init_error_ = invalid_argument("ucx subscriber: no rendezvous store given");
-    return;
-  }
-  if (options_.chunk_bytes == 0) options_.chunk_bytes = 4 << 20;
-  if (options_.max_in_flight == 0) options_.max_in_flight = 1;
-  auto created = create_ucx_context_and_worker(options_.tls);
-  if (!created.ok()) {
-    init_error_ = created.status();
-    return;
-  }
-  context_ = std::move(created->context);
-  worker_ = std::move(created->worker);
-  map_segments_ = tls_allows_shared_memory(options_.tls);
+Result<std::unique_ptr<UcxSubscriberTransport>> UcxSubscriberTransport::create(
+    UcxSubscriberOptions options) {
+  if (!options.store) return invalid_argument("ucx subscriber: no rendezvous store given");
+  if (options.chunk_bytes == 0) options.chunk_bytes = 4 << 20;
+  if (options.max_in_flight == 0) options.max_in_flight = 1;
+  ASSIGN_OR_RETURN(UcxContextAndWorker created, create_ucx_context_and_worker(options.tls));
+  return std::unique_ptr<UcxSubscriberTransport>(
+      new UcxSubscriberTransport(std::move(options), std::move(created)));
 }
+
+UcxSubscriberTransport::UcxSubscriberTransport(UcxSubscriberOptions options,
+                                               UcxContextAndWorker created)
+    : options_(std::move(options)),
+      context_(std::move(created.context)),
+      worker_(std::move(created.worker)),
+      map_segments_(tls_allows_shared_memory(options_.tls)) {}
 
 UcxSubscriberTransport::~UcxSubscriberTransport() {
   std::lock_guard lock(mu_);
@@ -91,15 +90,10 @@ UcxSubscriberTransport::~UcxSubscriberTransport() {
 }
 
 TransportInfo UcxSubscriberTransport::info() const {
-  return ucx_transport_info(init_error_, context_.get());
-}
-
-Status UcxSubscriberTransport::publish(uint64_t, std::span<const PartPayload>, Deadline) {
-  return failed_precondition("ucx subscriber: publish through a UcxPublisherTransport");
+  return ucx_transport_info(*context_);
 }
 
 Result<VersionDescriptor> UcxSubscriberTransport::latest(Deadline deadline) {
-  if (!init_error_.ok()) return failed_precondition("ucx subscriber: " + init_error_.message());
   std::lock_guard lock(mu_);
   RETURN_IF_ERROR(sticky_.check());
   RETURN_IF_ERROR(check_deadline(deadline, "ucx latest"));
@@ -111,7 +105,6 @@ Result<VersionDescriptor> UcxSubscriberTransport::latest(Deadline deadline) {
 }
 
 Result<VersionDescriptor> UcxSubscriberTransport::describe(uint64_t version, Deadline deadline) {
-  if (!init_error_.ok()) return failed_precondition("ucx subscriber: " + init_error_.message());
   std::lock_guard lock(mu_);
   RETURN_IF_ERROR(sticky_.check());
   RETURN_IF_ERROR(check_deadline(deadline, "ucx describe of version " + std::to_string(version)));
@@ -140,7 +133,6 @@ Status UcxSubscriberTransport::fetch(uint64_t version, const PartDescriptor& par
                                      std::span<uint8_t> dest, Deadline deadline) {
   const std::string what =
       "ucx fetch of part '" + part.name + "' of version " + std::to_string(version);
-  if (!init_error_.ok()) return failed_precondition(what + ": " + init_error_.message());
   std::unique_lock lock(mu_);
   RETURN_IF_ERROR(sticky_.check());
   RETURN_IF_ERROR(check_deadline(deadline, what));

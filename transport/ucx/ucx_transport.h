@@ -1,4 +1,4 @@
-// The UCX backend of the Transport interface (transport.h, ARCHITECTURE.md §5): the publisher
+// The UCX backend of the transport interface (transport.h, ARCHITECTURE.md §5): the publisher
 // registers each part's memory (in place, or its copy in a shared segment) and leaves a
 // version blob (ucx_version_blob.h) in a RendezvousStore; subscribers read parts with
 // one-sided gets (ucp_get_nbx), or by loads from a segment mapped here, and verify them.
@@ -61,20 +61,20 @@ struct UcxPublisherOptions {
 //
 // A background thread progresses the worker (gets over tcp/shm are served by the publisher's
 // worker), serialized with publish() by a mutex.
-class UcxPublisherTransport final : public Transport {
+class UcxPublisherTransport final : public PartPublisher {
  public:
-  explicit UcxPublisherTransport(UcxPublisherOptions options);
+  // kInvalidArgument without a rendezvous store; UCX's error when it cannot make a context and
+  // a worker here (no usable transport in options.tls, say).
+  static Result<std::unique_ptr<UcxPublisherTransport>> create(UcxPublisherOptions options);
   ~UcxPublisherTransport() override;
+  UcxPublisherTransport(const UcxPublisherTransport&) = delete;
+  UcxPublisherTransport& operator=(const UcxPublisherTransport&) = delete;
 
   TransportInfo info() const override;
   Status publish(uint64_t version, std::span<const PartPayload> parts, Deadline deadline) override;
-  Result<VersionDescriptor> latest(Deadline deadline) override;
-  Result<VersionDescriptor> describe(uint64_t version, Deadline deadline) override;
-  Status fetch(uint64_t version, const PartDescriptor& part, std::span<uint8_t> dest,
-               Deadline deadline) override;
 
-  // Retires every version and destroys the worker, as a lost connection would: every later
-  // publish returns a sticky kIoError.
+  // Retires every version and destroys the worker, as a lost connection would: the next
+  // publish returns kIoError and every later one kUnavailable.
   void close_worker();
 
  private:
@@ -83,6 +83,8 @@ class UcxPublisherTransport final : public Transport {
     std::vector<ucp_mem_h> memhs;            // null for empty parts
     std::shared_ptr<SharedSegment> segment;  // Memory::kCopyToSharedMemory: the parts' copies
   };
+  UcxPublisherTransport(UcxPublisherOptions options, UcxContextAndWorker created,
+                        std::vector<uint8_t> worker_address);
   void progress_loop();
   // Takes `lock` (on mu_) by the deadline and checks the publisher is still usable.
   Status lock_for(std::unique_lock<std::timed_mutex>& lock, Deadline deadline,
@@ -99,7 +101,6 @@ class UcxPublisherTransport final : public Transport {
   void retire(const Published& p);  // erases the store entry, then unmaps
 
   UcxPublisherOptions options_;
-  Status init_error_ = ok_status();
   std::unique_ptr<UcxContext> context_;
   std::timed_mutex mu_;  // guards worker_ (UCX calls on it), published_, latest_
   std::unique_ptr<UcxWorker> worker_;
@@ -138,21 +139,23 @@ struct UcxSubscriberOptions {
   std::function<void(uint64_t done)> after_chunk;
 };
 
-// Thread-safe (calls are serialized). A connection error (the publisher died or closed) is
-// sticky; a corrupt part is kDataLoss naming it and is not; a version no longer in the store is
-// kNotFound (not sticky), and so is a fetch whose version was retired while it was read if the
-// bytes read then fail their XXH3 (the memory was reused). Retiring does not interrupt a fetch
-// over shm or tcp: one whose bytes still match returns ok, never ok with other bytes. Where
-// unmapping revokes remote access (RDMA registrations) the gets may fail instead, as a
-// connection error. A deadline is kDeadlineExceeded, not sticky (the endpoint is force-closed
-// and the next fetch connects again).
-class UcxSubscriberTransport final : public Transport {
+// Thread-safe (calls are serialized). A connection error (the publisher died or closed) breaks
+// the connection (later calls are kUnavailable); a corrupt part is kDataLoss naming it and is not;
+// a version no longer in the store is kNotFound (the connection stays whole), and so is a fetch
+// whose version was retired while it was read if the bytes read then fail their XXH3 (the memory
+// was reused). Retiring does not interrupt a fetch over shm or tcp: one whose bytes still match
+// returns ok, never ok with other bytes. Where unmapping revokes remote access (RDMA registrations)
+// the gets may fail instead, as a connection error. A deadline is kDeadlineExceeded and does not
+// break it (the endpoint is force-closed and the next fetch connects again).
+class UcxSubscriberTransport final : public PartReader {
  public:
-  explicit UcxSubscriberTransport(UcxSubscriberOptions options);
+  // As UcxPublisherTransport::create.
+  static Result<std::unique_ptr<UcxSubscriberTransport>> create(UcxSubscriberOptions options);
   ~UcxSubscriberTransport() override;
+  UcxSubscriberTransport(const UcxSubscriberTransport&) = delete;
+  UcxSubscriberTransport& operator=(const UcxSubscriberTransport&) = delete;
 
   TransportInfo info() const override;
-  Status publish(uint64_t version, std::span<const PartPayload> parts, Deadline deadline) override;
   Result<VersionDescriptor> latest(Deadline deadline) override;
   Result<VersionDescriptor> describe(uint64_t version, Deadline deadline) override;
   Status fetch(uint64_t version, const PartDescriptor& part, std::span<uint8_t> dest,
@@ -180,6 +183,7 @@ class UcxSubscriberTransport final : public Transport {
     // Unpacked rkeys by (version, part); destroyed before the endpoint.
     std::map<std::pair<uint64_t, std::string>, ucp_rkey_h> rkeys;
   };
+  UcxSubscriberTransport(UcxSubscriberOptions options, UcxContextAndWorker created);
   static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
   // The store's blob for `version`, decoded; the last one decoded is kept and reused while the
   // store returns the same bytes (a fetch per part re-reads the store to see a retired or
@@ -197,7 +201,6 @@ class UcxSubscriberTransport final : public Transport {
   Result<const uint8_t*> mapped_segment(const UcxVersionBlob& blob, const std::string& what);
 
   UcxSubscriberOptions options_;
-  Status init_error_ = ok_status();
   std::unique_ptr<UcxContext> context_;
   std::unique_ptr<UcxWorker> worker_;
   mutable std::mutex mu_;
