@@ -56,7 +56,7 @@ class BitWriter {
     out_->resize(static_cast<size_t>(p_ - out_->data()));
     out_ = nullptr;
   }
-  static uint32_t mask(unsigned bits) { return bits >= 32 ? 0xFFFFFFFFu : (1u << bits) - 1; }
+  WC_HD static uint32_t mask(unsigned bits) { return bits >= 32 ? 0xFFFFFFFFu : (1u << bits) - 1; }
 
  private:
   std::vector<uint8_t>* out_;
@@ -84,8 +84,7 @@ class BitReader {
         return 0;
       }
     }
-    const auto v =
-        static_cast<uint32_t>(acc_ & (bits >= 32 ? ~uint64_t{0} >> 32 : (uint64_t{1} << bits) - 1));
+    const auto v = static_cast<uint32_t>(acc_ & BitWriter::mask(bits));
     acc_ >>= bits;
     fill_ -= bits;
     return v;

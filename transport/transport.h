@@ -99,7 +99,6 @@ class StickyError {
   Status record(Status s);
   // kUnavailable ("connection broken by an earlier error: <the first one>") once broken, or ok.
   Status check() const;
-  bool broken() const { return !first_.ok(); }
 
  private:
   Status first_ = ok_status();
