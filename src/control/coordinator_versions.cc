@@ -120,9 +120,11 @@ std::vector<OutgoingMessage> CoordinatorState::on_ack(Member& member, const prot
   member.held = v;
   if (!member.acked || v > *member.acked) member.acked = v;
   nccl_acked(ack);
+  const bool after_commit = it != versions_.end() && it->second.committed;
   set_result(v, member.rank, "ok", ack.apply_us(), ack.bytes_read());
   if (auto r = versions_.find(v); r != versions_.end() && r->second.results.count(member.rank)) {
     proto::SubscriberResult& result = r->second.results[member.rank];
+    result.set_after_commit(after_commit);
     result.set_transport(ack.transport());
     result.set_bytes_written(ack.bytes_written());
     result.set_peak_rss_bytes(ack.peak_rss_bytes());

@@ -77,7 +77,8 @@ nlohmann::json status_to_json(const proto::StatusReply& s) {
                              {"bytes_read", r.bytes_read()},
                              {"bytes_written", r.bytes_written()},
                              {"peak_rss_bytes", r.peak_rss_bytes()},
-                             {"engine_bytes", r.engine_bytes()}});
+                             {"engine_bytes", r.engine_bytes()},
+                             {"after_commit", r.after_commit()}});
     }
     j["versions"].push_back({{"version", v.version()},
                              {"anchor", v.anchor()},

@@ -149,13 +149,17 @@ struct Group {
     return "absent";
   }
   std::string result(uint64_t v, uint32_t rank) const {
+    const std::optional<proto::SubscriberResult> r = subscriber_result(v, rank);
+    return r ? r->result() : "none";
+  }
+  std::optional<proto::SubscriberResult> subscriber_result(uint64_t v, uint32_t rank) const {
     const proto::StatusReply s = state.status(now);
     for (const auto& vs : s.versions()) {
       for (const auto& r : vs.results()) {
-        if (vs.version() == v && r.rank() == rank) return r.result();
+        if (vs.version() == v && r.rank() == rank) return r;
       }
     }
-    return "none";
+    return std::nullopt;
   }
   // A Refuse naming `why` is the only reply, and the rank did not become a member.
   void expect_refused(uint32_t rank, const proto::Envelope& m, bool fatal, const std::string& why) {

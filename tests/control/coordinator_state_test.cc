@@ -305,6 +305,11 @@ TEST(CoordinatorState, AckTimeoutSendsTheSubscriberToCatchUp) {
   EXPECT_EQ(g.result(2, 2), "catch_up");  // it owes no ack of a later version either
   EXPECT_EQ(peers(out, Body::kCommit), (Peers{"pub", "sub2", "sub3"}));
   EXPECT_EQ(g.state.committed(), 2u);
+  EXPECT_FALSE(g.subscriber_result(2, 3)->after_commit());  // the commit waited for it
+  // Its ack still counts once it comes, marked as one the commit did not wait for.
+  g.send(2, ack(2, 2));
+  EXPECT_EQ(g.result(2, 2), "ok");
+  EXPECT_TRUE(g.subscriber_result(2, 2)->after_commit());
 }
 
 TEST(CoordinatorState, SilentRankIsDroppedAndCommitProceeds) {
