@@ -10,9 +10,10 @@
 #include "codec/change_capture.h"
 #include "codec/change_scan.h"
 #include "codec/checksum.h"
+#include "codec/chunk_decode_hd.h"
 #include "codec/deferred_encoder.h"
 #include "codec/delta_recorder.h"
-#include "codec/position_codecs.h"
+#include "codec/streamvbyte_gaps.h"
 
 namespace {
 
@@ -72,24 +73,37 @@ void BM_RiceVsStreamVByteGaps(benchmark::State& state) {
   std::mt19937 rng(3);
   std::geometric_distribution<uint32_t> gap(0.01);
   for (uint32_t p = gap(rng); p < (1u << 16); p += 1 + gap(rng)) positions.push_back(p);
-  std::vector<uint8_t> out;
-  std::vector<uint32_t> back;
+  const auto n = static_cast<uint32_t>(positions.size());
+  constexpr uint32_t kLength = 1u << 16;
+  std::vector<uint8_t> out(weightcast::streamvbyte_gaps_capacity(n) + 4 * size_t{n} +
+                           weightcast::kBitSinkSlack);
+  std::vector<uint32_t> back(n);
+  size_t written = 0;
   const bool rice = state.range(0) == 1;
   for (auto _ : state) {
-    out.clear();
+    namespace hd = weightcast::hd;
     if (rice) {
-      const auto plan = weightcast::plan_rice_gaps(positions);
-      weightcast::encode_rice_gaps(positions, plan.k, &out);
-      (void)weightcast::decode_rice_gaps(out, static_cast<uint32_t>(positions.size()), plan.k,
-                                         1u << 16, &back, "bench");
+      unsigned k = 0;
+      uint64_t bytes = 0;
+      hd::plan_rice(positions.data(), n, &k, &bytes);
+      written =
+          static_cast<size_t>(hd::write_rice_gaps(out.data(), positions.data(), n, k) - out.data());
+      hd::ChunkHead head;
+      head.mode = static_cast<uint8_t>(weightcast::ChunkMode::kGapsRice);
+      head.rice_k = static_cast<uint8_t>(k);
+      head.changed = n;
+      benchmark::DoNotOptimize(hd::decode_positions(
+          head, out.data(), static_cast<uint32_t>(written), kLength, back.data()));
     } else {
-      weightcast::encode_streamvbyte_gaps(positions, &out);
-      (void)weightcast::decode_streamvbyte_gaps(out, static_cast<uint32_t>(positions.size()),
-                                                1u << 16, &back, "bench");
+      written = static_cast<size_t>(
+          weightcast::write_streamvbyte_gaps(out.data(), positions.data(), n) - out.data());
+      benchmark::DoNotOptimize(weightcast::decode_streamvbyte_gaps(
+          out.data(), static_cast<uint32_t>(written), n, kLength, back.data()));
     }
   }
+  if (back != positions) state.SkipWithError("the gaps did not decode to their positions");
   state.counters["bits_per_gap"] =
-      8.0 * static_cast<double>(out.size()) / static_cast<double>(positions.size());
+      8.0 * static_cast<double>(written) / static_cast<double>(positions.size());
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * positions.size()));
 }
 BENCHMARK(BM_RiceVsStreamVByteGaps)->Arg(0)->Arg(1)->ArgNames({"rice"});

@@ -1,6 +1,8 @@
-// Little-endian, least-significant-bit-first bit streams for the delta codec's packed fields.
+// Little-endian, least-significant-bit-first bit streams for the delta codec's packed fields,
+// one writer and one reader for the CPU codec and the CUDA one (WC_HD: host and device;
+// chunk_plan_hd.h and chunk_decode_hd.h are their users).
 //
-// BitWriter appends to a byte vector; BitReader reads from a bounded span and never reads past
+// BitSink writes at a raw pointer; BitReader reads from a bounded span and never reads past
 // it: a read beyond the end sets a sticky overrun flag and yields zeros, so decoders check
 // overrun() once per section instead of on every value.
 #pragma once
@@ -8,58 +10,58 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
-#include <vector>
 
 #include "codec/hd.h"
 
 namespace weightcast {
 
-class BitWriter {
- public:
-  // Appends at most `max_bits` bits to `out`. The space (plus 8 bytes of slack) is reserved
-  // once, up front, so a put is a few shifts and one unconditional 8-byte store. `out` must not
-  // be touched while the writer lives; flush() (or the destructor) trims it to the bytes
-  // actually written.
-  BitWriter(std::vector<uint8_t>* out, uint64_t max_bits) : out_(out) {
-    const size_t start = out_->size();
-    out_->resize(start + static_cast<size_t>((max_bits + 7) / 8) + 8);
-    p_ = out_->data() + start;
-  }
-  ~BitWriter() { flush(); }
-  BitWriter(const BitWriter&) = delete;
-  BitWriter& operator=(const BitWriter&) = delete;
+// The low `bits` (0..32) bits set.
+WC_HD inline uint32_t bit_mask(unsigned bits) {
+  return bits >= 32 ? 0xFFFFFFFFu : (1u << bits) - 1;
+}
 
+// Bytes a BitSink may write past the end of its stream on the host: a writer of several
+// streams in a row overwrites them with the next stream; the last needs them in the buffer.
+inline constexpr size_t kBitSinkSlack = 8;
+
+class BitSink {
+ public:
+  WC_HD explicit BitSink(uint8_t* p) : p_(p) {}
   // Appends the low `bits` (0..32) bits of `value`; higher bits of `value` must be zero.
-  void put(uint32_t value, unsigned bits) {
+  WC_HD void put(uint32_t value, unsigned bits) {
     acc_ |= static_cast<uint64_t>(value) << fill_;
     fill_ += bits;
+#if !defined(__CUDA_ARCH__)
+    // One unconditional 8-byte store and no branch (kBitSinkSlack bytes after the end).
     std::memcpy(p_, &acc_, 8);
     p_ += fill_ >> 3;
     acc_ >>= fill_ & ~7u;  // fill_ <= 39, so the shift is at most 32
     fill_ &= 7;
+#else
+    while (fill_ >= 8) {
+      *p_++ = static_cast<uint8_t>(acc_);
+      acc_ >>= 8;
+      fill_ -= 8;
+    }
+#endif
   }
   // Appends `count` one bits followed by a zero bit (the unary part of a Rice code).
-  void put_unary(uint64_t count) {
+  WC_HD void put_unary(uint64_t count) {
     while (count >= 24) {
       put(0xFFFFFFu, 24);
       count -= 24;
     }
     put(static_cast<uint32_t>((1u << count) - 1), static_cast<unsigned>(count) + 1);
   }
-  // Pads with zero bits to a byte boundary and trims the vector.
-  void flush() {
-    if (out_ == nullptr) return;
-    if (fill_ > 0) {
-      *p_ = static_cast<uint8_t>(acc_);
-      ++p_;
-    }
-    out_->resize(static_cast<size_t>(p_ - out_->data()));
-    out_ = nullptr;
+  // Pads the last byte with zero bits; returns the end of what was written.
+  WC_HD uint8_t* flush() {
+    if (fill_ > 0) *p_++ = static_cast<uint8_t>(acc_);
+    acc_ = 0;
+    fill_ = 0;
+    return p_;
   }
-  WC_HD static uint32_t mask(unsigned bits) { return bits >= 32 ? 0xFFFFFFFFu : (1u << bits) - 1; }
 
  private:
-  std::vector<uint8_t>* out_;
   uint8_t* p_;
   uint64_t acc_ = 0;
   unsigned fill_ = 0;
@@ -84,7 +86,7 @@ class BitReader {
         return 0;
       }
     }
-    const auto v = static_cast<uint32_t>(acc_ & BitWriter::mask(bits));
+    const auto v = static_cast<uint32_t>(acc_ & bit_mask(bits));
     acc_ >>= bits;
     fill_ -= bits;
     return v;

@@ -1,9 +1,10 @@
-// Decoding and validating one delta chunk on raw pointers: the half of the chunk format that
-// the CUDA apply shares. Its block-wide decoder (codec/cuda/cuda_chunk_decode.cuh) runs this,
-// on one thread, for every chunk it cannot vouch for. It accepts exactly what decode_chunk
-// (delta_chunk.cc) accepts and yields the same positions and values; where decode_chunk
-// returns a message, this returns a code (chunk_decode_error_text turns it into words on the
-// host). tests/codec/chunk_codec_hd_test.cc checks both against each other on the CPU.
+// Decoding and validating one delta chunk on raw pointers: the one statement of the decoding
+// half of the chunk format (FORMATS.md "chunk", delta_chunk.h). The CPU's decode_chunk
+// (delta_chunk.cc) checks the header and decodes the sections with these functions, Stream
+// VByte's positions excepted (libstreamvbyte's kernel, streamvbyte_gaps.h, with the same
+// checks); the CUDA apply's block-wide decoder (codec/cuda/cuda_chunk_decode.cuh) runs
+// decode_chunk_hd, on one thread, for every chunk it cannot vouch for. Errors are codes
+// (chunk_decode_error_text turns them into words on the host).
 #pragma once
 
 #include <cstddef>
@@ -55,29 +56,47 @@ struct ChunkHead {
   uint32_t changed = 0, positions_bytes = 0;
 };
 
+// A Stream VByte section of `count` gaps fills exactly its `size` bytes: (count + 3) / 4
+// control bytes, then the data bytes they describe.
+WC_HD inline ChunkDecodeError streamvbyte_layout(const uint8_t* sec, uint64_t size,
+                                                 uint32_t count) {
+  const uint64_t control = (uint64_t{count} + 3) / 4;
+  if (size < control) return kStreamVByteTruncated;
+  uint64_t data = 0;
+  for (uint32_t i = 0; i < count; ++i) data += ((sec[i / 4] >> (2 * (i % 4))) & 3u) + 1;
+  return size == control + data ? kDecodeOk : kStreamVByteSizeMismatch;
+}
+
+// Gaps g_k = p_k - p_{k-1} - 1 (p_{-1} = -1) turned into positions in place, each below
+// `length`.
+WC_HD inline ChunkDecodeError positions_from_gaps(uint32_t* positions, uint32_t count,
+                                                  uint32_t length) {
+  uint64_t next = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint64_t p = next + positions[i];
+    if (p >= length) return kGapPastChunkEnd;
+    positions[i] = static_cast<uint32_t>(p);
+    next = p + 1;
+  }
+  return kDecodeOk;
+}
+
 WC_HD inline ChunkDecodeError decode_positions(const ChunkHead& h, const uint8_t* sec,
                                                uint32_t size, uint32_t length,
                                                uint32_t* positions) {
   const uint32_t count = h.changed;
   switch (static_cast<ChunkMode>(h.mode)) {
     case ChunkMode::kGapsStreamVByte: {
-      const uint64_t control = (uint64_t{count} + 3) / 4;
-      if (size < control) return kStreamVByteTruncated;
-      uint64_t data = 0;
-      for (uint32_t i = 0; i < count; ++i) data += ((sec[i / 4] >> (2 * (i % 4))) & 3u) + 1;
-      if (size != control + data) return kStreamVByteSizeMismatch;
-      const uint8_t* d = sec + control;
-      uint64_t next = 0;
+      const ChunkDecodeError laid_out = streamvbyte_layout(sec, size, count);
+      if (laid_out != kDecodeOk) return laid_out;
+      const uint8_t* d = sec + (uint64_t{count} + 3) / 4;
       for (uint32_t i = 0; i < count; ++i) {
         const unsigned bytes = ((sec[i / 4] >> (2 * (i % 4))) & 3u) + 1;
         uint32_t g = 0;
         for (unsigned b = 0; b < bytes; ++b) g |= uint32_t{*d++} << (8 * b);
-        const uint64_t p = next + g;
-        if (p >= length) return kGapPastChunkEnd;
-        positions[i] = static_cast<uint32_t>(p);
-        next = p + 1;
+        positions[i] = g;
       }
-      return kDecodeOk;
+      return positions_from_gaps(positions, count, length);
     }
     case ChunkMode::kGapsRice: {
       const unsigned k = h.rice_k;

@@ -1,18 +1,20 @@
 // Sizing and writing one delta chunk from its changed positions and values, on raw pointers:
-// the half of the chunk format (FORMATS.md "chunk", delta_chunk.h) that the CUDA encoder shares.
-// It makes the same choices as encode_chunk (delta_chunk.cc) with the same arithmetic, so the
-// bytes are identical; tests/codec/chunk_codec_hd_test.cc checks that on the CPU against
-// encode_chunk for every mode and adversarial inputs. The GPU plans and writes each chunk with
-// a whole thread block (codec/cuda/cuda_chunk_write.cuh): the sums below reduced over the
-// block, the same plan_from_sizes decision, the same bits at scanned offsets. The writers
-// below (write_chunk and its sections) no longer run on the GPU: they are the one-thread
-// statement of the bit layout that the block writer and encode_chunk must both produce, checked
-// against encode_chunk by tests/codec/chunk_codec_hd_test.cc.
+// the one statement of the encoding half of the chunk format (FORMATS.md "chunk", delta_chunk.h).
+// The CPU encoder (encode_chunk, delta_chunk.cc) plans with plan_chunk and writes with these
+// writers, Stream VByte excepted (libstreamvbyte's kernel, streamvbyte_gaps.h, writes the same
+// bytes). The GPU plans and writes each chunk with a whole thread block
+// (codec/cuda/cuda_chunk_write.cuh): the sums below reduced over the block, the same
+// plan_from_sizes decision, the same bits at scanned offsets;
+// tests/codec/chunk_codec_hd_test.cc and the CUDA tests hold each against these functions.
+//
+// On the host a writer may store up to kBitSinkSlack bytes past the end of what it writes
+// (bit_stream.h): write_chunk needs plan.total_bytes + kBitSinkSlack bytes.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "codec/bit_stream.h"
 #include "codec/delta_chunk.h"
 #include "codec/delta_format.h"
 #include "codec/hd.h"
@@ -20,52 +22,12 @@
 
 namespace weightcast::hd {
 
-WC_HD inline uint32_t low_mask(unsigned bits) {
-  return bits >= 32 ? 0xFFFFFFFFu : (1u << bits) - 1;
-}
-
 WC_HD inline void store_le32(uint8_t* p, uint32_t v) {
   p[0] = static_cast<uint8_t>(v);
   p[1] = static_cast<uint8_t>(v >> 8);
   p[2] = static_cast<uint8_t>(v >> 16);
   p[3] = static_cast<uint8_t>(v >> 24);
 }
-
-// Least-significant-bit-first bit stream into bytes: the same stream as BitWriter
-// (bit_stream.h), written a byte at a time, so it needs no slack after the end.
-class BitSink {
- public:
-  WC_HD explicit BitSink(uint8_t* p) : p_(p) {}
-  // Appends the low `bits` (0..32) bits of `value`; higher bits of `value` must be zero.
-  WC_HD void put(uint32_t value, unsigned bits) {
-    acc_ |= static_cast<uint64_t>(value) << fill_;
-    fill_ += bits;
-    while (fill_ >= 8) {
-      *p_++ = static_cast<uint8_t>(acc_);
-      acc_ >>= 8;
-      fill_ -= 8;
-    }
-  }
-  WC_HD void put_unary(uint64_t count) {
-    while (count >= 24) {
-      put(0xFFFFFFu, 24);
-      count -= 24;
-    }
-    put(static_cast<uint32_t>((1u << count) - 1), static_cast<unsigned>(count) + 1);
-  }
-  // Pads the last byte with zero bits; returns the end of what was written.
-  WC_HD uint8_t* flush() {
-    if (fill_ > 0) *p_++ = static_cast<uint8_t>(acc_);
-    acc_ = 0;
-    fill_ = 0;
-    return p_;
-  }
-
- private:
-  uint8_t* p_;
-  uint64_t acc_ = 0;
-  unsigned fill_ = 0;
-};
 
 // What encode_chunk decides for a chunk: mode, widths and exact sizes.
 struct ChunkPlan {
@@ -88,17 +50,25 @@ WC_HD inline uint32_t gap_at(const uint32_t* positions, uint32_t k) {
   return k == 0 ? positions[0] : positions[k] - positions[k - 1] - 1;
 }
 
+WC_HD inline unsigned streamvbyte_bytes(uint32_t gap) {
+  return gap < (1u << 8) ? 1 : gap < (1u << 16) ? 2 : gap < (1u << 24) ? 3 : 4;
+}
+
 WC_HD inline uint64_t streamvbyte_size(const uint32_t* positions, uint32_t n) {
   uint64_t bytes = (uint64_t{n} + 3) / 4;
+  uint32_t next = 0;
   for (uint32_t k = 0; k < n; ++k) {
-    const uint32_t g = gap_at(positions, k);
-    bytes += g < (1u << 8) ? 1 : g < (1u << 16) ? 2 : g < (1u << 24) ? 3 : 4;
+    bytes += streamvbyte_bytes(positions[k] - next);
+    next = positions[k] + 1;
   }
   return bytes;
 }
 
-// plan_rice_gaps (position_codecs.cc): k next to log2(mean gap), three candidates sized. The
-// smallest candidate, from the mean gap of `n` ascending positions.
+// Golomb-Rice over gaps (unary(g >> k), then the k low bits of g): the k in [0, kMaxRiceK]
+// that minimises the section lies next to log2(mean gap), so three candidates are sized. At
+// 1 % density gaps are close to geometric with mean ~99, which k ~ 6 stores in ~8.2 bits (the
+// order-0 entropy is ~8.1); Stream VByte spends at least 10 bits per gap but decodes with
+// SIMD. The smallest candidate, from the mean gap of `n` ascending positions.
 WC_HD inline unsigned rice_low_k(const uint32_t* positions, uint32_t n) {
   const uint64_t gap_sum = uint64_t{positions[n - 1]} + 1 - n;
   const uint64_t mean = gap_sum / n;
@@ -127,8 +97,10 @@ WC_HD inline void plan_rice(const uint32_t* positions, uint32_t n, unsigned* k_o
                             uint64_t* bytes_out) {
   const unsigned lo = rice_low_k(positions, n);
   uint64_t q[3] = {0, 0, 0};
+  uint32_t next = 0;  // p_{k-1} + 1
   for (uint32_t k = 0; k < n; ++k) {
-    const uint32_t g = gap_at(positions, k);
+    const uint32_t g = positions[k] - next;
+    next = positions[k] + 1;
     q[0] += g >> lo;
     q[1] += g >> (lo + 1);
     q[2] += g >> (lo + 2);
@@ -136,11 +108,7 @@ WC_HD inline void plan_rice(const uint32_t* positions, uint32_t n, unsigned* k_o
   choose_rice(q, lo, n, k_out, bytes_out);
 }
 
-WC_HD inline unsigned streamvbyte_bytes(uint32_t gap) {
-  return gap < (1u << 8) ? 1 : gap < (1u << 16) ? 2 : gap < (1u << 24) ? 3 : 4;
-}
-
-// plan_value_packing (value_packing.cc) from the histogram of the values' bit lengths.
+// The values section's low width (value_packing.h) from the histogram of the values' bit lengths.
 WC_HD inline void choose_values(const uint32_t hist[33], uint32_t n, unsigned w, unsigned* bits_out,
                                 uint32_t* exceptions_out, uint64_t* bytes_out) {
   const unsigned iw = index_bits(n);
@@ -159,7 +127,7 @@ WC_HD inline void choose_values(const uint32_t hist[33], uint32_t n, unsigned w,
   *bytes_out = best;
 }
 
-// plan_value_packing (value_packing.cc): the low width that minimises the section.
+// The low width that minimises the values section (value_packing.h).
 WC_HD inline void plan_values(const uint32_t* values, uint32_t n, unsigned w, unsigned* bits_out,
                               uint32_t* exceptions_out, uint64_t* bytes_out) {
   uint32_t hist[33] = {};
@@ -250,11 +218,13 @@ WC_HD inline uint8_t* write_chunk_header(uint8_t* p, const ChunkPlan& plan) {
 WC_HD inline uint8_t* write_rice_gaps(uint8_t* p, const uint32_t* positions, uint32_t n,
                                       unsigned k) {
   BitSink sink(p);
-  const uint32_t mask = low_mask(k);
+  const uint32_t mask = bit_mask(k);
+  uint32_t next = 0;
   for (uint32_t i = 0; i < n; ++i) {
-    const uint32_t g = gap_at(positions, i);
+    const uint32_t g = positions[i] - next;
+    next = positions[i] + 1;
     const uint32_t q = g >> k;
-    if (q + 1 + k < 32) {
+    if (q + 1 + k < 32) [[likely]] {  // one put for the whole code
       sink.put(((1u << q) - 1) | ((g & mask) << (q + 1)), q + 1 + k);
     } else {
       sink.put_unary(q);
@@ -288,13 +258,13 @@ WC_HD inline uint8_t* write_bitmap(uint8_t* p, const uint32_t* positions, uint32
   return p + size;
 }
 
-// pack_values (value_packing.cc): exception count, low bits, exception indices, high bits,
-// each section padded to a byte.
+// The values section: exception count, low bits, exception indices, high bits, each padded
+// to a byte.
 WC_HD inline uint8_t* write_values(uint8_t* p, const uint32_t* values, uint32_t n, unsigned w,
                                    unsigned bits, uint32_t exceptions) {
   store_le32(p, exceptions);
   p += 4;
-  const uint32_t mask = low_mask(bits);
+  const uint32_t mask = bit_mask(bits);
   BitSink low(p);
   for (uint32_t i = 0; i < n; ++i) low.put(values[i] & mask, bits);
   p = low.flush();

@@ -1,83 +1,45 @@
 #include "codec/delta_chunk.h"
 
-#include <cstring>
+#include <algorithm>
 #include <string>
 
-#include "codec/base/byte_io.h"
 #include "codec/change_scan.h"
+#include "codec/chunk_decode_hd.h"
+#include "codec/chunk_plan_hd.h"
 #include "codec/delta_kernels.h"
-#include "codec/position_codecs.h"
-#include "codec/value_packing.h"
+#include "codec/streamvbyte_gaps.h"
 
 namespace weightcast {
 namespace {
 
-void put_chunk_header(std::vector<uint8_t>* out, ChunkMode mode, unsigned value_bits,
-                      unsigned rice_k, uint32_t changed, size_t positions_bytes) {
-  out->push_back(static_cast<uint8_t>(mode));
-  out->push_back(static_cast<uint8_t>(value_bits));
-  out->push_back(static_cast<uint8_t>(rice_k));
-  out->push_back(0);
-  append_le<uint32_t>(out, changed);
-  append_le<uint32_t>(out, static_cast<uint32_t>(positions_bytes));
-}
-
 // The chunk's bytes from its n changed positions (scratch.positions) and their values
 // (scratch.values, already computed): the same for encode_chunk and encode_scanned_chunk.
+// The plan and the bits are the shared ones (chunk_plan_hd.h); Stream VByte's positions are
+// written by libstreamvbyte's kernel, which needs more room than the section it leaves.
 void encode_changes(const uint8_t* new_bytes, uint32_t length, size_t es, uint32_t n,
                     uint32_t allowed_modes, ChunkScratch& scratch, EncodedChunk* out) {
-  const std::span<const uint32_t> positions(scratch.positions.data(), n);
-  const auto w = static_cast<unsigned>(es * 8);
-  const ValuePackingPlan vplan = plan_value_packing(scratch.values, w);
-  const RicePlan rice = plan_rice_gaps(positions);
-  struct Candidate {
-    ChunkMode mode;
-    uint32_t mask;
-    size_t positions_bytes;
-    bool has_values;
-  };
-  const Candidate candidates[] = {
-      {ChunkMode::kGapsRice, kAllowRice, rice.bytes, true},
-      // Stream VByte needs at least 10 bits per gap; size it only when that could win.
-      {ChunkMode::kGapsStreamVByte, kAllowStreamVByte,
-       (allowed_modes & kAllowRice) != 0 && rice.bytes <= size_t{n} + n / 4
-           ? SIZE_MAX / 2
-           : streamvbyte_gaps_size(positions),
-       true},
-      {ChunkMode::kBitmap, kAllowBitmap, bitmap_size(length), true},
-      {ChunkMode::kRaw, kAllowRaw, size_t{length} * es, false},
-  };
-  const Candidate* best = nullptr;
-  size_t best_bytes = SIZE_MAX;
-  for (const auto& c : candidates) {
-    if ((allowed_modes & c.mask) == 0) continue;
-    const size_t total = c.positions_bytes + (c.has_values ? vplan.bytes : 0);
-    if (total < best_bytes) {
-      best = &c;
-      best_bytes = total;
-    }
+  const uint32_t* positions = scratch.positions.data();
+  const uint32_t* values = scratch.values.data();
+  const auto elem_size = static_cast<unsigned>(es);
+  const hd::ChunkPlan plan = hd::plan_chunk(positions, values, n, length, elem_size, allowed_modes);
+  const auto mode = static_cast<ChunkMode>(plan.mode);
+  out->mode = mode;
+  size_t room = size_t{plan.total_bytes} + kBitSinkSlack;
+  if (mode == ChunkMode::kGapsStreamVByte) {
+    room = std::max(
+        room, kChunkHeaderBytes + streamvbyte_gaps_capacity(n) + plan.values_bytes + kBitSinkSlack);
   }
-  if (best == nullptr) best = &candidates[0];  // an empty mask means "any"
-  out->mode = best->mode;
-  out->bytes.reserve(kChunkHeaderBytes + best_bytes);
-  put_chunk_header(&out->bytes, best->mode, best->has_values ? vplan.bits : 0,
-                   best->mode == ChunkMode::kGapsRice ? rice.k : 0, n, best->positions_bytes);
-  switch (best->mode) {
-    case ChunkMode::kGapsRice:
-      encode_rice_gaps(positions, rice.k, &out->bytes);
-      break;
-    case ChunkMode::kGapsStreamVByte:
-      encode_streamvbyte_gaps(positions, &out->bytes);
-      break;
-    case ChunkMode::kBitmap:
-      encode_bitmap(positions, length, &out->bytes);
-      break;
-    case ChunkMode::kRaw:
-    case ChunkMode::kUnchanged:
-      out->bytes.insert(out->bytes.end(), new_bytes, new_bytes + size_t{length} * es);
-      break;
+  out->bytes.resize(room);
+  uint8_t* const begin = out->bytes.data();
+  uint8_t* end;
+  if (mode == ChunkMode::kGapsStreamVByte) {
+    uint8_t* p = hd::write_chunk_header(begin, plan);
+    p = write_streamvbyte_gaps(p, positions, n);
+    end = hd::write_values(p, values, n, elem_size * 8, plan.value_bits, plan.exceptions);
+  } else {
+    end = hd::write_chunk(begin, plan, positions, values, new_bytes, length, elem_size);
   }
-  if (best->has_values) pack_values(scratch.values, w, vplan, &out->bytes);
+  out->bytes.resize(static_cast<size_t>(end - begin));  // plan.total_bytes
 }
 
 }  // namespace
@@ -121,63 +83,72 @@ void encode_scanned_chunk(uint32_t n, const uint8_t* new_bytes, uint32_t length,
   encode_changes(new_bytes, length, es, n, allowed_modes, scratch, out);
 }
 
+namespace {
+
+// decode_chunk's words for a code: the header's checks name their numbers.
+Status chunk_error(const char* where, hd::ChunkDecodeError code, const hd::ChunkHead& h,
+                   size_t size, uint32_t length) {
+  std::string what;
+  switch (code) {
+    case hd::kShortHeader:
+      what = "chunk of " + std::to_string(size) + " bytes is shorter than its 12-byte header";
+      break;
+    case hd::kBadModeOrReserved:
+      what = "unknown chunk mode " + std::to_string(h.mode) + " or reserved byte " +
+             std::to_string(h.reserved);
+      break;
+    case hd::kBadChangedCount:
+      what = "claims " + std::to_string(h.changed) + " changes in a chunk of " +
+             std::to_string(length) + " elements";
+      break;
+    case hd::kPositionsPastEnd:
+      what = "positions section of " + std::to_string(h.positions_bytes) +
+             " bytes runs past the chunk end";
+      break;
+    case hd::kBadRawChunk:
+      what = "raw chunk of " + std::to_string(size) + " bytes for " + std::to_string(length) +
+             " elements";
+      break;
+    default:
+      what = std::string(hd::chunk_decode_error_text(code)) + " (" +
+             chunk_mode_name(static_cast<ChunkMode>(h.mode)) + " chunk, " +
+             std::to_string(h.changed) + " changes in " + std::to_string(length) + " elements)";
+      break;
+  }
+  return data_loss(std::string(where) + ": " + what);
+}
+
+}  // namespace
+
 Status decode_chunk(std::span<const uint8_t> bytes, uint32_t length, size_t es, DecodedChunk* out,
                     const char* where) {
-  ByteCursor cur(bytes);
-  uint8_t mode = 0, value_bits = 0, rice_k = 0, reserved = 0;
-  uint32_t changed = 0, positions_bytes = 0;
-  if (!cur.read(&mode) || !cur.read(&value_bits) || !cur.read(&rice_k) || !cur.read(&reserved) ||
-      !cur.read(&changed) || !cur.read(&positions_bytes)) {
-    return data_loss(std::string(where) + ": chunk of " + std::to_string(bytes.size()) +
-                     " bytes is shorter than its 12-byte header");
-  }
-  if (mode == 0 || mode > kMaxChunkMode || reserved != 0) {
-    return data_loss(std::string(where) + ": unknown chunk mode " + std::to_string(mode) +
-                     " or reserved byte " + std::to_string(reserved));
-  }
-  if (changed == 0 || changed > length) {
-    return data_loss(std::string(where) + ": claims " + std::to_string(changed) +
-                     " changes in a chunk of " + std::to_string(length) + " elements");
-  }
-  std::span<const uint8_t> positions;
-  if (!cur.take(positions_bytes, &positions)) {
-    return data_loss(std::string(where) + ": positions section of " +
-                     std::to_string(positions_bytes) + " bytes runs past the chunk end");
-  }
-  out->mode = static_cast<ChunkMode>(mode);
-  out->changed = changed;
-  const auto w = static_cast<unsigned>(es * 8);
+  const auto elem_size = static_cast<unsigned>(es);
+  hd::ChunkHead h;
+  hd::ChunkDecodeError e =
+      hd::check_chunk_head_hd(bytes.data(), bytes.size(), length, elem_size, length, &h);
+  if (e != hd::kDecodeOk) return chunk_error(where, e, h, bytes.size(), length);
+  out->mode = static_cast<ChunkMode>(h.mode);
+  out->changed = h.changed;
+  const uint8_t* sec = bytes.data() + kChunkHeaderBytes;
   if (out->mode == ChunkMode::kRaw) {
-    if (positions_bytes != size_t{length} * es || cur.remaining() != 0 || value_bits != 0 ||
-        rice_k != 0) {
-      return data_loss(std::string(where) + ": raw chunk of " + std::to_string(bytes.size()) +
-                       " bytes for " + std::to_string(length) + " elements");
-    }
-    out->raw = positions;
+    out->raw = std::span<const uint8_t>(sec, h.positions_bytes);
     out->positions.clear();
     out->values.clear();
     return ok_status();
   }
-  if (out->mode != ChunkMode::kGapsRice && rice_k != 0) {
-    return data_loss(std::string(where) + ": Rice parameter set on a " +
-                     chunk_mode_name(out->mode) + " chunk");
+  out->positions.resize(h.changed);
+  out->values.resize(h.changed);
+  e = out->mode == ChunkMode::kGapsStreamVByte
+          ? decode_streamvbyte_gaps(sec, h.positions_bytes, h.changed, length,
+                                    out->positions.data())
+          : hd::decode_positions(h, sec, h.positions_bytes, length, out->positions.data());
+  if (e == hd::kDecodeOk) {
+    e = hd::decode_values(sec + h.positions_bytes,
+                          bytes.size() - kChunkHeaderBytes - h.positions_bytes, h.changed,
+                          h.value_bits, elem_size * 8, out->values.data());
   }
-  Status s;
-  switch (out->mode) {
-    case ChunkMode::kGapsStreamVByte:
-      s = decode_streamvbyte_gaps(positions, changed, length, &out->positions, where);
-      break;
-    case ChunkMode::kGapsRice:
-      s = decode_rice_gaps(positions, changed, rice_k, length, &out->positions, where);
-      break;
-    default:
-      s = decode_bitmap(positions, changed, length, &out->positions, where);
-      break;
-  }
-  RETURN_IF_ERROR(s);
-  std::span<const uint8_t> values;
-  (void)cur.take(cur.remaining(), &values);
-  return unpack_values(values, changed, value_bits, w, &out->values, where);
+  if (e != hd::kDecodeOk) return chunk_error(where, e, h, bytes.size(), length);
+  return ok_status();
 }
 
 }  // namespace weightcast

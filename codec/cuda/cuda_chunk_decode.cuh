@@ -57,7 +57,7 @@ __device__ inline uint32_t bits_at(const uint8_t* sec, uint64_t x, unsigned bits
   const unsigned shift = static_cast<unsigned>(x & 7), bytes = (shift + bits + 7) / 8;
   uint64_t acc = 0;
   for (unsigned b = 0; b < bytes; ++b) acc |= static_cast<uint64_t>(p[b]) << (8 * b);
-  return static_cast<uint32_t>(acc >> shift) & hd::low_mask(bits);
+  return static_cast<uint32_t>(acc >> shift) & bit_mask(bits);
 }
 
 // The Rice section: staged in shared memory as little-endian words (two zero words past its
@@ -96,8 +96,8 @@ __device__ inline bool rice_code_at(const RiceSection& sec, uint64_t x, unsigned
       if (q > length || x + k > sec.size * 8) return false;
       const unsigned used = ones + 1;
       const uint64_t r = k == 0                ? 0
-                         : used + k <= w.valid ? (w.bits >> used) & hd::low_mask(k)  // used < 64
-                                               : sec.window(x).bits & hd::low_mask(k);
+                         : used + k <= w.valid ? (w.bits >> used) & bit_mask(k)  // used < 64
+                                               : sec.window(x).bits & bit_mask(k);
       *gap = (q << k) | r;
       *next = x + k;
       return true;

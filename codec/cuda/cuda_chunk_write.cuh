@@ -143,7 +143,7 @@ __global__ void write_chunks_kernel(const uint32_t* positions, const uint32_t* v
     if (mine && mode == ChunkMode::kGapsRice) {
       uint64_t bit = p_bit + running + before;
       uint32_t q = g >> k;
-      const uint32_t r = g & hd::low_mask(k);
+      const uint32_t r = g & bit_mask(k);
       if (q + 1 + k < 32) {  // hd::write_rice_gaps' two cases, the same bits
         put_bits(words, bit, ((1u << q) - 1) | (r << (q + 1)), q + 1 + k);
       } else {
@@ -159,7 +159,7 @@ __global__ void write_chunks_kernel(const uint32_t* positions, const uint32_t* v
   }
   // The values: exception count, low bits, exception indices, high bits (hd::write_values).
   const unsigned w = elem_size * 8, bits = plan.value_bits;
-  const uint32_t mask = hd::low_mask(bits);
+  const uint32_t mask = bit_mask(bits);
   const uint64_t v_bit = (body + plan.positions_bytes) * 8;
   if (threadIdx.x == 0) put_bits(words, v_bit, plan.exceptions, 32);
   const uint64_t low_bit = v_bit + 32;

@@ -1,4 +1,4 @@
-// The delta codec's bit streams (codec/bit_stream.h): what BitWriter puts BitReader gets back,
+// The delta codec's bit streams (codec/bit_stream.h): what BitSink puts BitReader gets back,
 // fields and unary codes mixed at every alignment; a read past the end is a sticky overrun
 // that yields zeros; and a unary code read when the reader's 64-bit accumulator is full to its
 // last bit (the byte-by-byte refill near the end of a span) is counted, not shifted by 64.
@@ -28,22 +28,22 @@ TEST(BitStream, WhatTheWriterPutsTheReaderGetsBackAtEveryAlignment) {
       total_bits += count + 1;
     } else {
       const auto bits = static_cast<unsigned>(rng() % 33);
-      items.push_back({false, static_cast<uint32_t>(rng()) & BitWriter::mask(bits), bits});
+      items.push_back({false, static_cast<uint32_t>(rng()) & bit_mask(bits), bits});
       total_bits += bits;
     }
   }
-  std::vector<uint8_t> bytes;
-  {
-    BitWriter w(&bytes, total_bits);
-    for (const auto& it : items) {
-      if (it.unary) {
-        w.put_unary(it.value);
-      } else {
-        w.put(it.value, it.bits);
-      }
+  const size_t size = (total_bits + 7) / 8;
+  std::vector<uint8_t> bytes(size + kBitSinkSlack, 0xEE);
+  BitSink w(bytes.data());
+  for (const auto& it : items) {
+    if (it.unary) {
+      w.put_unary(it.value);
+    } else {
+      w.put(it.value, it.bits);
     }
   }
-  ASSERT_EQ(bytes.size(), (total_bits + 7) / 8);
+  ASSERT_EQ(static_cast<size_t>(w.flush() - bytes.data()), size);
+  bytes.resize(size);
   BitReader r(bytes);
   for (size_t i = 0; i < items.size(); ++i) {
     const auto& it = items[i];

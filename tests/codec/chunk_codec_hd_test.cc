@@ -1,6 +1,8 @@
-// The chunk coding that the CUDA codec runs on the GPU (chunk_plan_hd.h, chunk_decode_hd.h),
-// run here on the CPU against the CPU codec: the same bytes out of every encode, the same
-// verdict and the same positions and values out of every decode, valid or corrupt.
+// The chunk format's one statement (chunk_plan_hd.h, chunk_decode_hd.h), run on its own
+// against the CPU codec, which calls it but writes and reads Stream VByte positions with
+// libstreamvbyte's kernel and goes through its own buffers and messages: the same bytes out
+// of every encode, the same verdict and the same positions and values out of every decode,
+// valid or corrupt.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -44,11 +46,13 @@ std::vector<uint8_t> hd_encode(const uint8_t* o, const uint8_t* n, uint32_t leng
   const hd::ChunkPlan plan =
       hd::plan_chunk(c.positions.data(), c.values.data(), count, length, es, modes);
   *mode_out = plan.mode;
-  std::vector<uint8_t> out(plan.total_bytes + 16, 0xEE);  // poisoned beyond the end
+  // Poisoned beyond the end: on the host a writer may store kBitSinkSlack bytes past it.
+  std::vector<uint8_t> out(plan.total_bytes + kBitSinkSlack + 16, 0xEE);
   uint8_t* end =
       hd::write_chunk(out.data(), plan, c.positions.data(), c.values.data(), n, length, es);
   EXPECT_EQ(static_cast<size_t>(end - out.data()), plan.total_bytes);
-  for (size_t i = plan.total_bytes; i < out.size(); ++i) EXPECT_EQ(out[i], 0xEE) << i;
+  for (size_t i = plan.total_bytes + kBitSinkSlack; i < out.size(); ++i)
+    EXPECT_EQ(out[i], 0xEE) << i;
   out.resize(plan.total_bytes);
   return out;
 }
@@ -212,6 +216,44 @@ TEST(ChunkCodecHd, ChangeCountBeyondTheReservedCapacityIsRefused) {
   EXPECT_EQ(hd::decode_chunk_hd(enc.bytes.data(), enc.bytes.size(), length, 2, enc.changed,
                                 pos.data(), val.data(), &head),
             hd::kDecodeOk);
+}
+
+// The CPU decoder's messages name the chunk and, for a header check, the numbers at fault; for
+// a section, the check that failed and the chunk's mode and size.
+TEST(ChunkCodecHd, TheCpuDecodersMessagesNameTheChunkAndWhatIsWrong) {
+  const uint32_t length = 4096;
+  const auto o = random_bytes(length * 2, 7);
+  const auto n = perturb(o, 2, 0.01, 8);
+  ChunkScratch scratch;
+  EncodedChunk enc;
+  encode_chunk(o.data(), n.data(), length, 2, 0, kAllowRice, scratch, &enc);
+  ASSERT_EQ(enc.mode, ChunkMode::kGapsRice);
+  DecodedChunk out;
+  const auto message = [&](std::vector<uint8_t> bytes) {
+    const Status s = decode_chunk(bytes, length, 2, &out, "tensor 'w' chunk 3");
+    EXPECT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+    return s.message();
+  };
+  EXPECT_EQ(message({1, 2, 3}),
+            "tensor 'w' chunk 3: chunk of 3 bytes is shorter than its 12-byte header");
+  std::vector<uint8_t> bad = enc.bytes;
+  bad[4] = 0xFF;
+  bad[5] = 0xFF;  // changed = 65535 + ... > 4096
+  EXPECT_NE(message(bad).find("tensor 'w' chunk 3: claims "), std::string::npos);
+  EXPECT_NE(message(bad).find(" changes in a chunk of 4096 elements"), std::string::npos);
+  bad = enc.bytes;
+  bad[0] = 9;
+  EXPECT_EQ(message(bad), "tensor 'w' chunk 3: unknown chunk mode 9 or reserved byte 0");
+  bad = enc.bytes;
+  bad.resize(kChunkHeaderBytes + 3);  // the positions section cut short
+  EXPECT_NE(message(bad).find("runs past the chunk end"), std::string::npos);
+  bad = enc.bytes;
+  bad.pop_back();  // the values section one byte short
+  EXPECT_EQ(message(bad),
+            "tensor 'w' chunk 3: values section size disagrees with its widths "
+            "(gaps-rice chunk, " +
+                std::to_string(enc.changed) + " changes in 4096 elements)");
 }
 
 }  // namespace
