@@ -57,13 +57,12 @@ Result<std::unique_ptr<nccl::BroadcastGroupFactory>> make_nccl_groups(
 }
 
 NcclLive::NcclLive(std::unique_ptr<nccl::BroadcastGroupFactory> groups, NcclLiveOptions options)
-    : groups_(std::move(groups)), options_(std::move(options)) {
-  thread_ = std::thread([this] { loop(); });
-}
+    : groups_(std::move(groups)), options_(std::move(options)) {}
 
 NcclLive::~NcclLive() {
   shutdown();
-  thread_.join();
+  executor_.stop();  // drops the queued tasks; the running one returns, its group aborted
+  drop_group("rank " + std::to_string(options_.rank) + " stopped");
 }
 
 void NcclLive::shutdown() {
@@ -93,8 +92,7 @@ void NcclLive::on_epoch(const proto::NcclEpoch& m) {
   }
   Task t;
   t.stage = m;
-  tasks_.push_back(std::move(t));
-  cv_.notify_all();
+  post(std::move(t));
 }
 
 uint64_t NcclLive::ready_epoch() const {
@@ -105,16 +103,14 @@ uint64_t NcclLive::ready_epoch() const {
 void NcclLive::send_version(uint64_t epoch, uint64_t version,
                             std::shared_ptr<const DeltaInMemory> delta) {
   std::lock_guard<std::mutex> lock(mu_);
-  tasks_.push_back({Task::Kind::kSend, {}, epoch, version, std::move(delta)});
-  cv_.notify_all();
+  post({Task::Kind::kSend, {}, epoch, version, std::move(delta)});
 }
 
 void NcclLive::receive_version(uint64_t epoch, uint64_t version) {
   std::lock_guard<std::mutex> lock(mu_);
   received_[version].reset();
   while (received_.size() > kKeptRounds) received_.erase(received_.begin());
-  tasks_.push_back({Task::Kind::kReceive, {}, epoch, version, nullptr});
-  cv_.notify_all();
+  post({Task::Kind::kReceive, {}, epoch, version, nullptr});
 }
 
 std::optional<Result<FetchedDelta>> NcclLive::take_received(uint64_t version,
@@ -144,21 +140,19 @@ void NcclLive::forget_through(uint64_t version) {
   cv_.notify_all();
 }
 
-void NcclLive::loop() {
-  while (true) {
-    Task t;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
-      if (stopping_) break;
-      t = std::move(tasks_.front());
-      tasks_.pop_front();
-    }
-    if (t.kind == Task::Kind::kStage) run_stage(t.stage);
-    if (t.kind == Task::Kind::kSend) run_send(t);
-    if (t.kind == Task::Kind::kReceive) run_receive(t);
+void NcclLive::post(Task t) {
+  // After shutdown the executor still takes tasks until it stops; run() skips them.
+  (void)executor_.post([this, t = std::move(t)] { run(t); });
+}
+
+void NcclLive::run(const Task& t) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
   }
-  drop_group("rank " + std::to_string(options_.rank) + " stopped");
+  if (t.kind == Task::Kind::kStage) run_stage(t.stage);
+  if (t.kind == Task::Kind::kSend) run_send(t);
+  if (t.kind == Task::Kind::kReceive) run_receive(t);
 }
 
 void NcclLive::report(uint64_t epoch, proto::NcclStage stage, const Status& outcome,

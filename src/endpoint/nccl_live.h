@@ -22,15 +22,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
+#include "codec/base/serial_executor.h"
 #include "codec/base/status.h"
 #include "src/endpoint/live_path.h"  // FetchedDelta
 #include "transport/fs/journal_writer.h"
@@ -96,7 +95,9 @@ class NcclLive {
     uint64_t version = 0;
     std::shared_ptr<const DeltaInMemory> delta;
   };
-  void loop();
+  // Queues `t` on the executor (mu_ held by the callers); run() is the task.
+  void post(Task t);
+  void run(const Task& t);
   void run_stage(const proto::NcclEpoch& m);
   void run_send(const Task& t);
   void run_receive(const Task& t);
@@ -109,7 +110,6 @@ class NcclLive {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Task> tasks_;
   bool stopping_ = false;
   uint64_t ready_epoch_ = 0;
   // The epoch whose group this rank holds (the thread's; read by abort under mu_).
@@ -117,7 +117,9 @@ class NcclLive {
   std::shared_ptr<nccl::BroadcastGroup> group_;
   // Subscriber: rounds queued (nullopt) or done, by version.
   std::map<uint64_t, std::optional<Result<std::optional<FetchedDelta>>>> received_;
-  std::thread thread_;
+  // Last: its thread starts once the rest exists. Runs the stages, sends and receives in the
+  // order they came; the group's calls all happen there, one at a time.
+  SerialExecutor executor_{SerialExecutor::OnStop::kDropQueued};
 };
 
 }  // namespace weightcast

@@ -89,7 +89,7 @@ Result<std::unique_ptr<Publisher>> Publisher::start(const proto::GroupConfig& co
                    RankLink::start(
                        config, link, [self](const proto::Envelope& m) { self->on_message(m); },
                        [self] { return self->head(); }));
-  p->worker_ = std::thread([self] { self->worker(); });
+  p->executor_ = std::make_unique<SerialExecutor>(SerialExecutor::OnStop::kRunQueued);
   return p;
 }
 
@@ -141,11 +141,23 @@ Result<PublishHandle> Publisher::publish(uint64_t version, bool force_anchor) {
   auto job = std::make_shared<PublishJob>();
   job->version = version;
   job->force_anchor = force_anchor;
-  queue_.push_back(job);
-  last_queued_ = version;
+  RETURN_IF_ERROR(enqueue(job));
+  return PublishHandle(job, this);
+}
+
+Status Publisher::enqueue(const std::shared_ptr<PublishJob>& job) {
+  // Under mu_, after stopping_ was found false: stop() sets it under mu_ before it stops the
+  // executor, so the post is taken.
+  queue_.push_back(job);  // before the post: the job may start at once, and pops it
+  if (!executor_->post([this, job] { run_queued(job); })) {
+    queue_.pop_back();
+    return failed_precondition("publisher is stopping: version " + std::to_string(job->version) +
+                               " was not queued");
+  }
+  last_queued_ = job->version;
   any_queued_ = true;
   cv_.notify_all();
-  return PublishHandle(job, this);
+  return ok_status();
 }
 
 std::optional<uint64_t> Publisher::head() const {
@@ -219,41 +231,31 @@ Status Publisher::wait_for_credit(uint64_t version) {
   return ok_status();
 }
 
-void Publisher::worker() {
-  while (true) {
-    std::shared_ptr<PublishJob> job;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
-      if (queue_.empty()) return;
-      job = queue_.front();
-    }
-    Status status = run_job(*job);
-    if (!status.ok() && options_.log) {
-      options_.log("publisher: version " + std::to_string(job->version) +
-                   " failed: " + status.message());
-    }
-    {
-      // A later queued version follows the last good one (as an anchor when not consecutive).
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.pop_front();
-      cv_.notify_all();  // begin_step of an anchor version waits for an empty queue
-    }
-    std::lock_guard<std::mutex> lock(job->mu);
-    job->status = status;
-    job->done = true;
-    job->cv.notify_all();
+void Publisher::run_queued(const std::shared_ptr<PublishJob>& job) {
+  Status status = run_job(*job);
+  if (!status.ok() && options_.log) {
+    options_.log("publisher: version " + std::to_string(job->version) +
+                 " failed: " + status.message());
   }
+  {
+    // A later queued version follows the last good one (as an anchor when not consecutive).
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.pop_front();  // job: the executor runs them in the order they were queued
+    cv_.notify_all();    // begin_step of an anchor version waits for an empty queue
+  }
+  std::lock_guard<std::mutex> lock(job->mu);
+  job->status = status;
+  job->done = true;
+  job->cv.notify_all();
 }
 
 void Publisher::stop(const std::string& reason) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ && !worker_.joinable()) return;
-    stopping_ = true;
+    stopping_ = true;  // queued jobs fail fast (wait_for_credit), so the executor stops soon
     cv_.notify_all();
   }
-  if (worker_.joinable()) worker_.join();
+  if (executor_) executor_->stop();  // each queued job still ends, and its handle with it
   if (link_) link_->stop(reason);
 }
 

@@ -36,9 +36,9 @@
 #include <set>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
+#include "codec/base/serial_executor.h"
 #include "codec/base/status.h"
 #include "codec/base/thread_pool.h"
 #include "codec/fp8_selection.h"
@@ -145,7 +145,10 @@ class Publisher {
 
  private:
   Publisher(proto::GroupConfig config, PublisherOptions options);
-  void worker();
+  // Queues `job` on the executor and in queue_ (mu_ held, stopping_ false).
+  Status enqueue(const std::shared_ptr<PublishJob>& job);
+  // On the executor: runs `job`, the front of queue_, and ends its handle.
+  void run_queued(const std::shared_ptr<PublishJob>& job);
   Status run_job(PublishJob& job);
   Status wait_for_credit(uint64_t version);
   Status rebuild_previous();
@@ -242,6 +245,7 @@ class Publisher {
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
+  // The jobs queued on executor_ and not yet ended, in order (the front one is running).
   std::deque<std::shared_ptr<PublishJob>> queue_;
   std::set<uint64_t> uncommitted_;
   std::optional<uint64_t> committed_;
@@ -250,7 +254,7 @@ class Publisher {
   uint64_t last_queued_ = 0;
   bool any_queued_ = false;
   bool stopping_ = false;
-  std::thread worker_;
+  std::unique_ptr<SerialExecutor> executor_;  // made by start(); runs the queued jobs
 };
 
 }  // namespace weightcast

@@ -203,10 +203,7 @@ Result<PublishHandle> Publisher::publish_step(std::shared_ptr<PublishStep> step)
   job->version = step->version();
   job->force_anchor = step->force_anchor_;
   job->step = std::move(step);
-  queue_.push_back(job);
-  last_queued_ = job->version;
-  any_queued_ = true;
-  cv_.notify_all();
+  RETURN_IF_ERROR(enqueue(job));
   return PublishHandle(job, this);
 }
 
