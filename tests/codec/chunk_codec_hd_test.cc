@@ -201,13 +201,19 @@ TEST(ChunkCodecHd, CorruptChunksGetTheCpuDecodersVerdict) {
   EXPECT_GT(accepted, 0);   // and some (flipped value bits) still decode
 }
 
-TEST(ChunkCodecHd, ChangeCountBeyondTheReservedCapacityIsRefused) {
-  const uint32_t length = 256;
-  const auto o = random_bytes(length * 2, 5);
-  const auto n = perturb(o, 2, 0.5, 6);
+// A chunk of `length` random bf16 elements, a `density` of them changed, encoded by the CPU.
+EncodedChunk encoded_bf16(uint32_t length, double density, uint64_t seed, uint32_t modes) {
+  const auto o = random_bytes(length * 2, seed);
+  const auto n = perturb(o, 2, density, seed + 1);
   ChunkScratch scratch;
   EncodedChunk enc;
-  encode_chunk(o.data(), n.data(), length, 2, 0, kAllowBitmap, scratch, &enc);
+  encode_chunk(o.data(), n.data(), length, 2, 0, modes, scratch, &enc);
+  return enc;
+}
+
+TEST(ChunkCodecHd, ChangeCountBeyondTheReservedCapacityIsRefused) {
+  const uint32_t length = 256;
+  const EncodedChunk enc = encoded_bf16(length, 0.5, 5, kAllowBitmap);
   std::vector<uint32_t> pos(length), val(length);
   hd::ChunkHead head;
   EXPECT_EQ(hd::decode_chunk_hd(enc.bytes.data(), enc.bytes.size(), length, 2, enc.changed - 1,
@@ -222,11 +228,7 @@ TEST(ChunkCodecHd, ChangeCountBeyondTheReservedCapacityIsRefused) {
 // a section, the check that failed and the chunk's mode and size.
 TEST(ChunkCodecHd, TheCpuDecodersMessagesNameTheChunkAndWhatIsWrong) {
   const uint32_t length = 4096;
-  const auto o = random_bytes(length * 2, 7);
-  const auto n = perturb(o, 2, 0.01, 8);
-  ChunkScratch scratch;
-  EncodedChunk enc;
-  encode_chunk(o.data(), n.data(), length, 2, 0, kAllowRice, scratch, &enc);
+  const EncodedChunk enc = encoded_bf16(length, 0.01, 7, kAllowRice);
   ASSERT_EQ(enc.mode, ChunkMode::kGapsRice);
   DecodedChunk out;
   const auto message = [&](std::vector<uint8_t> bytes) {
