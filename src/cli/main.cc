@@ -1,4 +1,5 @@
-// weightcast: the command line. `weightcast --help` lists the commands.
+// weightcast: the command line. `weightcast --help` lists the commands. Exit codes: 0 done,
+// 1 the command failed (the message says why), 2 a bad command line.
 #include <cstdio>
 
 #include "src/cli/commands.h"
@@ -26,6 +27,13 @@ int main(int argc, char** argv) {
   weightcast::cli::register_fp8_commands(app, exit_code);
   weightcast::cli::register_group_commands(app, exit_code);
   weightcast::cli::register_bench_commands(app, exit_code);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help exits 0; any other parse error is a bad command line and exits 2, as weightcastd
+    // does (CLI11's own codes, 105 and up, would read as a command that ran and failed).
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
   return exit_code;
 }

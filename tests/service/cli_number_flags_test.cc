@@ -161,6 +161,15 @@ class CliNumberFlags : public ::testing::Test {
 
 TEST_F(CliNumberFlags, WeightcastRefusesEveryOutOfRangeNumber) {
   check_flags(WEIGHTCAST_CLI_PATH, weightcast_flags());
+  // A bad command line exits 2 (main.cc), a failed command 1, --help 0.
+  for (const char* args : {" bench delta --no-such-flag", " no-such-command", "",
+                           " journal publish --version x", " delta inspect /no/such/file"}) {
+    auto r = run_command(std::string(WEIGHTCAST_CLI_PATH) + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+  }
+  EXPECT_EQ(run_command(std::string(WEIGHTCAST_CLI_PATH) + " bench delta --help").exit_code, 0);
+  auto failed = run_command(std::string(WEIGHTCAST_CLI_PATH) + " delta inspect " + file_);
+  EXPECT_EQ(failed.exit_code, 1) << failed.output;
 }
 
 TEST_F(CliNumberFlags, WeightcastdRefusesEveryOutOfRangeNumber) {
