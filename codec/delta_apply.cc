@@ -1,5 +1,6 @@
 #include "codec/delta_apply.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "codec/delta_chunk.h"
 #include "codec/delta_kernels.h"
 #include "codec/host_codec.h"
+#include "codec/slice_checksum.h"
 #include "codec/value_packing.h"
 
 namespace weightcast {
@@ -29,7 +31,10 @@ struct ChunkOutcome {
 
 class ChunkApplier {
  public:
-  ChunkApplier(const DeltaRecordView& record, const TensorRef& dest, uint64_t dest_first)
+  // `slice`: the destination holds that slice of the tensor (ApplyOptions::dest_slice), and
+  // dest_first is unused.
+  ChunkApplier(const DeltaRecordView& record, const TensorRef& dest, uint64_t dest_first,
+               const SliceDestination* slice = nullptr)
       : rec_(record),
         h_(record.header),
         es_(dtype_size(record.header.dtype)),
@@ -38,7 +43,14 @@ class ChunkApplier {
         base_(dest.first_byte()),
         addr_(dest),
         dest_first_(dest_first),
-        dest_end_(dest_first + dest.numel()) {}
+        dest_end_(dest_first + dest.numel()) {
+    if (slice != nullptr) {
+      slice_.emplace(slice->shape, slice->slice);
+      const uint64_t range_end = h_.range_offset + h_.range_elements;
+      dest_first_ = std::clamp(slice_->first(), h_.range_offset, range_end);
+      dest_end_ = std::clamp(slice_->end(), dest_first_, range_end);
+    }
+  }
 
   // Chunks that hold at least one element of the destination.
   uint32_t first_chunk() const {
@@ -65,7 +77,7 @@ class ChunkApplier {
         std::memcpy(&v, chunk.raw.data() + size_t{p} * es_, es_);
         write(start + p, p, v, /*is_diff=*/false, out);
       }
-      const bool whole_chunk = start >= dest_first_ && start + len <= dest_end_;
+      const bool whole_chunk = !slice_ && start >= dest_first_ && start + len <= dest_end_;
       if (whole_chunk && out->changed != chunk.changed) {
         out->status =
             data_loss(where + ": raw chunk claims " + std::to_string(chunk.changed) +
@@ -73,7 +85,7 @@ class ChunkApplier {
       }
       return;
     }
-    if (addr_.contiguous()) {
+    if (addr_.contiguous() && !slice_) {
       const int64_t first_pos = static_cast<int64_t>(dest_first_) - static_cast<int64_t>(start);
       const uint64_t count = dest_end_ - dest_first_;
       const uint32_t* pos = chunk.positions.data();
@@ -97,7 +109,7 @@ class ChunkApplier {
     const uint64_t start = h_.range_offset + uint64_t{h_.chunk_elements} * c;
     if (done.raw) {
       for (size_t k = 0; k < done.undo_positions.size(); ++k) {
-        store(start + done.undo_positions[k], done.undo_bits[k]);
+        store(at(start + done.undo_positions[k]), done.undo_bits[k]);
       }
       return true;
     }
@@ -107,7 +119,7 @@ class ChunkApplier {
       return false;
     }
     if (chunk.mode == ChunkMode::kRaw) return false;  // its old bits were not kept
-    if (addr_.contiguous()) {
+    if (addr_.contiguous() && !slice_) {
       const int64_t first_pos = static_cast<int64_t>(dest_first_) - static_cast<int64_t>(start);
       const uint64_t count = dest_end_ - dest_first_;
       const uint32_t* pos = chunk.positions.data();
@@ -118,34 +130,42 @@ class ChunkApplier {
       return true;
     }
     for (uint32_t k = 0; k < chunk.changed; ++k) {
-      const uint64_t g = start + chunk.positions[k];
-      if (g < dest_first_ || g >= dest_end_) continue;
-      store(g, (load(g) - diff_from_value(chunk.values[k], w_)) & mask_);
+      uint8_t* p = at(start + chunk.positions[k]);
+      if (p != nullptr) store(p, (load(p) - diff_from_value(chunk.values[k], w_)) & mask_);
     }
     return true;
   }
 
  private:
+  // Where the destination holds element `global`; nullptr where it does not.
   uint8_t* at(uint64_t global) const {
-    return base_ + addr_.offset_of(global - dest_first_) * static_cast<int64_t>(es_);
+    if (global < dest_first_ || global >= dest_end_) return nullptr;
+    uint64_t local = global - dest_first_;
+    if (slice_) {
+      const std::optional<uint64_t> in_slice = slice_->local(global);
+      if (!in_slice) return nullptr;
+      local = *in_slice;
+    }
+    return base_ + addr_.offset_of(local) * static_cast<int64_t>(es_);
   }
-  uint32_t load(uint64_t global) const {
+  uint32_t load(const uint8_t* p) const {
     uint32_t v = 0;
-    std::memcpy(&v, at(global), es_);
+    std::memcpy(&v, p, es_);
     return v;
   }
-  void store(uint64_t global, uint32_t v) const { std::memcpy(at(global), &v, es_); }
+  void store(uint8_t* p, uint32_t v) const { std::memcpy(p, &v, es_); }
 
   void write(uint64_t global, uint32_t pos, uint32_t v, bool is_diff, ChunkOutcome* out) const {
-    if (global < dest_first_ || global >= dest_end_) return;
-    const uint32_t old = load(global);
+    uint8_t* p = at(global);
+    if (p == nullptr) return;
+    const uint32_t old = load(p);
     const uint32_t now = is_diff ? (old + v) & mask_ : v;
     if (!is_diff) {
       if (now == old) return;
       out->undo_positions.push_back(pos);
       out->undo_bits.push_back(old);
     }
-    store(global, now);
+    store(p, now);
     out->checksum_change += checksum_change(global, old, now, es_);
     ++out->changed;
   }
@@ -157,8 +177,9 @@ class ChunkApplier {
   uint32_t mask_;
   uint8_t* base_;
   ElementAddresser addr_;
-  uint64_t dest_first_;
+  uint64_t dest_first_;  // the global indices the destination may hold: [first, end)
   uint64_t dest_end_;
+  std::optional<SliceLocator> slice_;
 };
 
 template <typename F>
@@ -168,6 +189,50 @@ void for_chunks(ThreadPool* pool, uint32_t first, uint32_t end, F&& f) {
   } else {
     for (uint32_t c = first; c < end; ++c) f(c);
   }
+}
+
+// check_apply_request for a destination that holds a slice (ApplyOptions::dest_slice).
+Result<ApplyRequest> check_slice_request(const DeltaRecordView& record, const TensorRef& dest,
+                                         const ApplyOptions& o) {
+  const DeltaRecordHeader& h = record.header;
+  const SliceDestination& d = *o.dest_slice;
+  const std::string who = "tensor '" + h.name + "'";
+  if (dest.memory == MemoryKind::kCuda) {
+    return invalid_argument(who + ": destination '" + dest.name +
+                            "' is a slice in CUDA memory; slices are applied in host memory");
+  }
+  RETURN_IF_ERROR(check_slice(h.name, d.shape, d.slice));
+  uint64_t tensor_elements = 1;
+  for (const int64_t e : d.shape) tensor_elements *= static_cast<uint64_t>(e);
+  if (tensor_elements != h.tensor_elements) {
+    return invalid_argument(who + ": the slice is of a tensor of " +
+                            std::to_string(tensor_elements) + " elements but the delta's has " +
+                            std::to_string(h.tensor_elements));
+  }
+  const uint64_t held = slice_elements(d.shape, d.slice);
+  if (dest.numel() != held) {
+    return invalid_argument(who + ": destination '" + dest.name + "' has " +
+                            std::to_string(dest.numel()) + " elements but slice " +
+                            describe_slice(d.slice) + " holds " + std::to_string(held));
+  }
+  ApplyRequest req;
+  req.first = h.range_offset;
+  for_each_slice_run(d.shape, d.slice, h.range_offset, h.range_offset + h.range_elements,
+                     [&](const SliceRun& r) {
+                       if (req.count == 0) req.first = r.global;
+                       req.count += r.count;
+                       return true;
+                     });
+  req.whole = req.count == h.range_elements;
+  if (!req.whole && (!o.part_base_checksum || !o.part_target_checksum)) {
+    return invalid_argument(who + ": slice " + describe_slice(d.slice) + " holds " +
+                            std::to_string(req.count) + " of the delta's " +
+                            std::to_string(h.range_elements) +
+                            " elements; give that part's base and target checksums");
+  }
+  req.expected_base = req.whole ? h.base_checksum : *o.part_base_checksum;
+  req.expected_target = req.whole ? h.target_checksum : *o.part_target_checksum;
+  return req;
 }
 
 }  // namespace
@@ -182,11 +247,12 @@ Result<ApplyRequest> check_apply_request(const DeltaRecordView& record, const Te
                             " but destination '" + dest.name + "' is " +
                             std::string(dtype_name(dest.dtype)));
   }
+  const uint64_t range_end = h.range_offset + h.range_elements;
+  if (o.dest_slice != nullptr) return check_slice_request(record, dest, o);
   ApplyRequest req;
   req.first = o.dest_first_element.value_or(h.range_offset);
   req.count = dest.numel();
   const uint64_t first = req.first, count = req.count;
-  const uint64_t range_end = h.range_offset + h.range_elements;
   if (first < h.range_offset || first > range_end || count > range_end - first) {
     return invalid_argument(who + ": destination covers elements [" + std::to_string(first) + ", " +
                             std::to_string(first + count) + ") but the delta covers [" +
@@ -233,12 +299,15 @@ Result<ApplyReport> apply_delta_host(const DeltaRecordView& record, const Tensor
   uint64_t current = 0;
   if (o.current_checksum) {
     current = *o.current_checksum;
+  } else if (o.dest_slice != nullptr) {
+    ASSIGN_OR_RETURN(current, slice_checksum(dest, *o.dest_slice, h.range_offset,
+                                             h.range_offset + h.range_elements));
   } else {
     ASSIGN_OR_RETURN(current, checksum_view_host(dest, first, o.pool));
   }
   if (current != expected_base) return base_mismatch(h, current, expected_base);
 
-  const ChunkApplier applier(record, dest, first);
+  const ChunkApplier applier(record, dest, first, o.dest_slice);
   const uint32_t c0 = applier.first_chunk(), c1 = applier.end_chunk();
   std::vector<ChunkOutcome> outcomes(c1 - c0);
   for_chunks(o.pool, c0, c1, [&](uint32_t c) { applier.apply(c, &outcomes[c - c0]); });
@@ -278,7 +347,7 @@ Status revert_delta_host(const DeltaRecordView& record, const TensorRef& dest,
   const DeltaRecordHeader& h = record.header;
   RETURN_IF_ERROR(dest.validate());
   const uint64_t first = o.dest_first_element.value_or(h.range_offset);
-  const ChunkApplier applier(record, dest, first);
+  const ChunkApplier applier(record, dest, first, o.dest_slice);
   const uint32_t c0 = applier.first_chunk(), c1 = applier.end_chunk();
   std::vector<ChunkOutcome> done(c1 - c0);
   for (auto& d : done) d.applied = true;

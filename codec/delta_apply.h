@@ -20,10 +20,18 @@
 #include "codec/base/status.h"
 #include "codec/delta_format.h"
 #include "codec/tensor_ref.h"
+#include "codec/tensor_slice.h"
 
 namespace weightcast {
 
 class ThreadPool;
+
+// A destination that holds a slice of the tensor (tensor_slice.h): `shape` is the tensor's
+// global shape and the destination's elements are the slice's, in its local order.
+struct SliceDestination {
+  std::vector<int64_t> shape;
+  TensorSlice slice;
+};
 
 // What undoing a successful apply needs besides the record: the old bits of the elements that
 // raw chunks overwrote (the other chunks hold differences, which revert by subtraction). About
@@ -44,6 +52,10 @@ struct ApplyOptions {
   std::optional<uint64_t> current_checksum;
   // Global flat index of the destination's first element; default: the record's range_offset.
   std::optional<uint64_t> dest_first_element;
+  // The destination holds this slice of the tensor instead of elements dest_first_element..
+  // (then unused): the apply covers the slice's elements inside the record's range, and its
+  // part checksums are C() over those. Host memory only (the CUDA codec refuses it by name).
+  const SliceDestination* dest_slice = nullptr;
   // Base and target checksums of the destination's part, required when it covers less than
   // the record's range.
   std::optional<uint64_t> part_base_checksum;
@@ -63,7 +75,7 @@ struct ApplyReport {
 // destination's dtype and coverage, and the checksums its part must go from and to.
 struct ApplyRequest {
   uint64_t first = 0;  // global index of the destination's first element
-  uint64_t count = 0;
+  uint64_t count = 0;  // elements the apply covers (of a slice: those in the record's range)
   bool whole = false;  // the destination covers the record's whole range
   uint64_t expected_base = 0;
   uint64_t expected_target = 0;
