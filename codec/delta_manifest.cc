@@ -55,4 +55,23 @@ Result<proto::DeltaRecordInfo> describe_delta_record(const DeltaRecordView& reco
   return info;
 }
 
+proto::TensorSliceSpec slice_to_proto(const TensorSlice& slice) {
+  proto::TensorSliceSpec p;
+  if (slice.kind == TensorSlice::Kind::kFlat) {
+    p.set_flat(true);
+    p.set_begin(slice.begin);
+    p.set_end(slice.end);
+    return p;
+  }
+  for (const int64_t o : slice.offsets) p.add_offsets(o);
+  for (const int64_t z : slice.sizes) p.add_sizes(z);
+  return p;
+}
+
+TensorSlice slice_from_proto(const proto::TensorSliceSpec& spec) {
+  if (spec.flat()) return TensorSlice::flat(spec.begin(), spec.end());
+  return TensorSlice::box({spec.offsets().begin(), spec.offsets().end()},
+                          {spec.sizes().begin(), spec.sizes().end()});
+}
+
 }  // namespace weightcast

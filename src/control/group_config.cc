@@ -21,6 +21,7 @@
 #include "src/control/curve_keys.h"
 #include "src/control/group_config_demo.h"
 #include "src/control/group_config_nccl.h"
+#include "src/control/layouts.h"
 #include "src/control/yaml_field_reader.h"
 
 namespace weightcast {
@@ -271,7 +272,8 @@ Status parse_ranks(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg
   for (size_t i = 0; i < n.size(); ++i) {
     const std::string f = indexed("ranks", i);
     const YAML::Node e = n[i];
-    RETURN_IF_ERROR(r.mapping(e, f, {"rank", "role", "host", "key_file", "public_key"}));
+    RETURN_IF_ERROR(r.mapping(
+        e, f, {"rank", "role", "host", "key_file", "public_key", "layout", "part", "replica"}));
     auto* rank = cfg.add_ranks();
     ASSIGN_OR_RETURN(uint64_t id, r.uint_field(e, f, "rank", std::nullopt, 0, kU32Max));
     if (!seen.insert(static_cast<uint32_t>(id)).second) {
@@ -283,6 +285,14 @@ Status parse_ranks(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg
     rank->set_role(role);
     if (e["host"].IsDefined()) {
       ASSIGN_OR_RETURN(*rank->mutable_host(), r.str(e["host"], child(f, "host")));
+    }
+    if (e["layout"].IsDefined()) {
+      ASSIGN_OR_RETURN(*rank->mutable_layout(), r.str(e["layout"], child(f, "layout")));
+    }
+    ASSIGN_OR_RETURN(uint64_t part, r.uint_field(e, f, "part", 0, 0, kU32Max));
+    rank->set_part(static_cast<uint32_t>(part));
+    if (e["replica"].IsDefined()) {
+      ASSIGN_OR_RETURN(*rank->mutable_replica(), r.str(e["replica"], child(f, "replica")));
     }
     if (e["key_file"].IsDefined() || curve) {
       ASSIGN_OR_RETURN(*rank->mutable_key_file(), r.path_field(e, f, "key_file"));
@@ -310,7 +320,7 @@ Result<proto::GroupConfig> parse_root(const Reader& r, const YAML::Node& root) {
   RETURN_IF_ERROR(
       r.mapping(root, "",
                 {"group_id", "coordinator", "journal", "transports", "max_in_flight", "timeouts",
-                 "curve", "ranks", "demo", "ucx", "nccl", "publisher", "fp8"}));
+                 "curve", "ranks", "demo", "ucx", "nccl", "publisher", "fp8", "layouts"}));
   proto::GroupConfig cfg;
   ASSIGN_OR_RETURN(*cfg.mutable_group_id(), r.str_field(root, "", "group_id"));
   if (!valid_group_id(cfg.group_id())) {
@@ -330,7 +340,9 @@ Result<proto::GroupConfig> parse_root(const Reader& r, const YAML::Node& root) {
   cfg.set_max_in_flight(static_cast<uint32_t>(in_flight));
   RETURN_IF_ERROR(parse_timeouts(r, root["timeouts"], cfg));
   RETURN_IF_ERROR(parse_curve(r, root["curve"], cfg));
+  RETURN_IF_ERROR(parse_layouts_section(r, root["layouts"], r.limits().max_list_entries, cfg));
   RETURN_IF_ERROR(parse_ranks(r, root["ranks"], cfg));
+  RETURN_IF_ERROR(check_layout_ranks(r, cfg));
   RETURN_IF_ERROR(parse_demo_section(r, root["demo"], cfg));
   return cfg;
 }
