@@ -19,6 +19,7 @@ Status read_anchor_in_place(const std::string& dir, const proto::StepManifest& m
   std::vector<std::span<uint8_t>> direct_bytes;
   for (size_t i = 0; i < views.size(); ++i) {
     const TensorRef& v = views[i];
+    if (v.data == nullptr) continue;
     RETURN_IF_ERROR(check_stageable(v));
     const uint64_t bytes = v.numel() * v.element_size();
     if (bytes != m.tensors(static_cast<int>(i)).bytes()) {

@@ -25,7 +25,8 @@ class ThreadPool;
 inline constexpr uint64_t kAnchorStagingBytes = uint64_t{64} << 20;
 
 // views[i] receives manifest.tensors(i); each view must have that tensor's dtype and element
-// count (the caller checks names and shapes). Errors as read_anchor (anchor_reader.h), or
+// count (the caller checks names and shapes). A view without data is skipped (a destination
+// that holds a slice: anchor_slices.h reads it). Errors as read_anchor (anchor_reader.h), or
 // scatter_tensor's naming the tensor. *bytes_written (when given) counts the bytes written
 // into the views.
 [[nodiscard]] Status read_anchor_in_place(const std::string& dir,

@@ -7,9 +7,11 @@
 #include "codec/base/thread_pool.h"
 #include "codec/checksum.h"
 #include "codec/delta_format.h"
+#include "codec/slice_checksum.h"
 #include "transport/fs/catch_up_reader.h"
 #include "transport/fs/delta_step.h"
 #include "transport/fs/journal_files.h"
+#include "transport/fs/slice_checksums.h"
 
 namespace weightcast {
 
@@ -49,7 +51,8 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
   for (size_t i = 0; i < destinations_.size(); ++i) {
     const auto& t = m.tensors(static_cast<int>(i));
     if (!t.changed()) {
-      if (t.checksum() != checksums_[i]) {
+      ASSIGN_OR_RETURN(const uint64_t unchanged, expected_checksum(m, i, what));
+      if (unchanged != checksums_[i]) {
         return data_loss(what + ": unchanged tensor '" + t.name() +
                          "' lists a checksum other than the held one");
       }
@@ -73,6 +76,10 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
     }
     records.emplace_back(i, std::move(*record));
   }
+  std::vector<uint64_t> targets(destinations_.size());
+  for (const auto& [i, record] : records) {
+    ASSIGN_OR_RETURN(targets[i], expected_checksum(m, i, what));
+  }
   if (records.empty()) {
     held_ = version;
     return ok_status();
@@ -93,6 +100,11 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
     a.current_checksum = checksums_[i];
     a.pool = pool;
     a.undo = &undo[k];
+    place(i, &a);
+    if (a.dest_slice != nullptr) {
+      a.part_base_checksum = checksums_[i];
+      a.part_target_checksum = targets[i];
+    }
     done[k] = apply_delta(record, refs_[i], a);
   };
   if (options_.pool != nullptr && small.size() > 1) {
@@ -148,7 +160,7 @@ Status CatchUpReader::revert_applied(std::span<const std::pair<size_t, DeltaReco
                                      uint64_t* written) {
   Status first_error;
   const auto verify = [&](size_t i) {
-    auto now = checksum_view(refs_[i], 0, options_.pool);
+    auto now = current_checksum(i);
     if (!now.ok()) return now.status();
     if (*now != checksums_[i]) {
       return checksum_mismatch("tensor '" + refs_[i].name + "' holds checksum " + hex16(*now) +
@@ -168,6 +180,7 @@ Status CatchUpReader::revert_applied(std::span<const std::pair<size_t, DeltaReco
     }
     ApplyOptions a;
     a.pool = options_.pool;
+    place(i, &a);
     Status s = revert_delta(record, refs_[i], undo[k], a);
     if (s.ok()) s = verify(i);
     if (s.ok()) *written += (*done[k])->changed * refs_[i].element_size();
@@ -186,8 +199,8 @@ Status CatchUpReader::adopt(uint64_t version) {
   RETURN_IF_ERROR(check_destinations(m, dir));
   std::vector<uint64_t> sums(refs_.size());
   for (size_t i = 0; i < refs_.size(); ++i) {
-    ASSIGN_OR_RETURN(sums[i], checksum_view(refs_[i], 0, options_.pool));
-    const uint64_t want = m.tensors(static_cast<int>(i)).checksum();
+    ASSIGN_OR_RETURN(sums[i], current_checksum(i));
+    ASSIGN_OR_RETURN(const uint64_t want, expected_checksum(m, i, dir));
     if (sums[i] != want) {
       return checksum_mismatch("tensor '" + refs_[i].name + "' has checksum " + hex16(sums[i]) +
                                ", version " + std::to_string(version) + " of journal '" +
@@ -199,6 +212,32 @@ Status CatchUpReader::adopt(uint64_t version) {
   held_ = version;
   held_journal_ = m.journal_id();
   return ok_status();
+}
+
+Result<uint64_t> CatchUpReader::expected_checksum(const proto::StepManifest& m, size_t i,
+                                                  const std::string& what) const {
+  const auto& t = m.tensors(static_cast<int>(i));
+  if (!slices_[i]) return t.checksum();
+  const proto::SliceChecksum* entry = find_slice_checksum(m, t.name(), slices_[i]->slice);
+  if (entry == nullptr) {
+    return data_loss(what + " has no checksum for slice " + describe_slice(slices_[i]->slice) +
+                     " of tensor '" + t.name() +
+                     "' (the group config's layouts, which the publisher reads, must cut it)");
+  }
+  return entry->checksum();
+}
+
+Result<uint64_t> CatchUpReader::current_checksum(size_t i) const {
+  if (!slices_[i]) return checksum_view(refs_[i], 0, options_.pool);
+  if (refs_[i].memory == MemoryKind::kCuda) {
+    return invalid_argument("tensor '" + refs_[i].name +
+                            "': a slice in CUDA memory is not supported by the journal reader");
+  }
+  return slice_checksum(refs_[i], *slices_[i]);
+}
+
+void CatchUpReader::place(size_t i, ApplyOptions* options) const {
+  if (slices_[i]) options->dest_slice = &*slices_[i];
 }
 
 }  // namespace weightcast

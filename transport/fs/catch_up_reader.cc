@@ -11,6 +11,7 @@
 #include "codec/tensor_ref.h"
 #include "transport/fs/anchor_in_place.h"
 #include "transport/fs/anchor_reader.h"
+#include "transport/fs/anchor_slices.h"
 #include "transport/fs/delta_step.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/retention.h"
@@ -39,18 +40,23 @@ CatchUpReader::CatchUpReader(std::string root, std::vector<ReaderDestination> de
       options_(std::move(options)),
       checksums_(destinations_.size(), 0) {
   for (auto& d : destinations_) {
+    // A slice that is the whole tensor is no slice.
+    if (d.slice && *d.slice == TensorSlice::whole(d.shape)) d.slice.reset();
     TensorRef ref = d.view;
     if (ref.data != nullptr) {
       d.dtype = ref.dtype;
-      d.shape = ref.shape;
+      if (!d.slice) d.shape = ref.shape;
     } else {
       ref = TensorRef{};
       ref.dtype = d.dtype;
       ref.shape = d.shape;
+      if (d.slice) ref.shape = {static_cast<int64_t>(d.bytes.size() / dtype_size(d.dtype))};
       ref.data = d.bytes.data();
     }
     ref.name = d.name;
     refs_.push_back(std::move(ref));
+    slices_.push_back(d.slice ? std::optional<SliceDestination>(SliceDestination{d.shape, *d.slice})
+                              : std::nullopt);
   }
 }
 
@@ -161,6 +167,15 @@ Status CatchUpReader::check_destinations(const proto::StepManifest& m,
     }
     auto numel = shape_numel(d.shape, "tensor '" + d.name + "'");
     if (!numel.ok()) return numel.status();
+    if (d.slice) {
+      RETURN_IF_ERROR(check_slice(d.name, d.shape, *d.slice));
+      numel = slice_elements(d.shape, *d.slice);
+      if (refs_[i].numel() != *numel) {
+        return invalid_argument("destination of '" + d.name + "' has " +
+                                std::to_string(refs_[i].numel()) + " elements, its slice " +
+                                describe_slice(*d.slice) + " " + std::to_string(*numel));
+      }
+    }
     if (d.view.data == nullptr && d.bytes.size() != *numel * dtype_size(d.dtype)) {
       return invalid_argument("destination of '" + d.name + "' has " +
                               std::to_string(d.bytes.size()) + " bytes, the tensor needs " +
@@ -176,13 +191,25 @@ Status CatchUpReader::load_anchor(uint64_t version) {
   if (m.kind() != proto::STEP_ANCHOR) return data_loss(what + " is not an anchor");
   RETURN_IF_ERROR(check_destinations(m, what));
   RETURN_IF_ERROR(validate_anchor_manifest(m));
+  std::vector<uint64_t> expected(destinations_.size());
+  for (size_t i = 0; i < destinations_.size(); ++i) {
+    ASSIGN_OR_RETURN(expected[i], expected_checksum(m, i, what));
+  }
   held_.reset();
   open_write_window(version);
-  RETURN_IF_ERROR(read_anchor_in_place(layout_.step(version), m, refs_, options_.pool,
+  // Whole tensors together; each slice on its own, reading only its bytes.
+  std::vector<TensorRef> whole = refs_;
+  for (size_t i = 0; i < whole.size(); ++i) {
+    if (slices_[i]) whole[i].data = nullptr;
+  }
+  RETURN_IF_ERROR(read_anchor_in_place(layout_.step(version), m, whole, options_.pool,
                                        kAnchorStagingBytes, &bytes_written_));
   for (size_t i = 0; i < destinations_.size(); ++i) {
-    checksums_[i] = m.tensors(static_cast<int>(i)).checksum();
+    if (!slices_[i]) continue;
+    RETURN_IF_ERROR(read_anchor_slice(layout_.step(version), m, i, *slices_[i], refs_[i],
+                                      expected[i], &bytes_written_));
   }
+  checksums_ = std::move(expected);
   held_ = version;
   held_journal_ = m.journal_id().empty() ? head_journal_ : m.journal_id();
   close_write_window();

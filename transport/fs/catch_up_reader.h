@@ -45,12 +45,20 @@ class ThreadPool;
 // Where one tensor of the model lives in the reader's process: contiguous host `bytes`, or,
 // when view.data is set, `view` (host or CUDA memory, any strides: a packed parameter's
 // slice); the view's dtype and shape are then the destination's.
+//
+// With `slice`, the destination holds only that slice of the tensor (an engine rank of a
+// layout, src/control/layouts.h): `shape` is the tensor's global shape (given, also with a
+// view), and `bytes` or `view` hold the slice's elements in its local order. The reader then
+// applies only the slice's elements, reads only the slice's bytes of an anchor, and verifies
+// against the manifests' slice checksums (journal.proto SliceChecksum; a step without one
+// for the slice is refused). checksum(i) is then the slice's C().
 struct ReaderDestination {
   std::string name;
   DType dtype = DType::kBF16;
   std::vector<int64_t> shape;
   std::span<uint8_t> bytes;
   TensorRef view{};
+  std::optional<TensorSlice> slice{};
 };
 
 struct CatchUpOptions {
@@ -142,6 +150,13 @@ class CatchUpReader {
   Result<std::vector<uint64_t>> anchors_at_or_below(uint64_t target,
                                                     std::vector<std::string>* notes) const;
   Status check_destinations(const proto::StepManifest& manifest, const std::string& what) const;
+  // What destination i must hold at the manifest's version: the tensor's checksum, or its
+  // slice's. And what it holds now, computed from its memory.
+  Result<uint64_t> expected_checksum(const proto::StepManifest& manifest, size_t i,
+                                     const std::string& what) const;
+  Result<uint64_t> current_checksum(size_t i) const;
+  // The ApplyOptions part that says where destination i's elements are.
+  void place(size_t i, ApplyOptions* options) const;
   Status load_anchor(uint64_t version);
   Status apply_delta_step(uint64_t version);
   using PartLoader = std::function<Result<std::vector<uint8_t>>(size_t index)>;
@@ -161,6 +176,7 @@ class CatchUpReader {
   JournalLayout layout_;
   std::vector<ReaderDestination> destinations_;
   std::vector<TensorRef> refs_;  // where each destination's elements are written
+  std::vector<std::optional<SliceDestination>> slices_;  // a destination's slice, if not whole
   CatchUpOptions options_;
   std::optional<uint64_t> held_;
   std::string held_journal_;

@@ -42,6 +42,20 @@ bool has_record(const SnapshotAdvance* advance, size_t i) {
   return advance != nullptr && i < advance->encoded.size() && advance->encoded[i] != nullptr;
 }
 
+// Where each tensor's bytes of the version being published are: a snapshot brought to it,
+// else the tensor itself (hooked tensors, or no snapshot).
+std::vector<PublishTensor> version_bytes(std::span<const PublishTensor> current,
+                                         const SnapshotAdvance* advance) {
+  std::vector<PublishTensor> out(current.begin(), current.end());
+  if (advance == nullptr) return out;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!has_record(advance, i) && i < advance->snapshot.size() && !advance->snapshot[i].empty()) {
+      out[i].bytes = advance->snapshot[i];
+    }
+  }
+  return out;
+}
+
 uint64_t tensor_bytes(const PublishTensor& t) {
   uint64_t n = dtype_size(t.dtype);
   for (const int64_t d : t.shape) n *= static_cast<uint64_t>(d);
@@ -162,8 +176,9 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
     ASSIGN_OR_RETURN(const std::string fresh, create_staging_dir(layout_, version));
     // An anchor that could have been a delta carries that delta too (in delta/), so a reader
     // falling back to an older anchor can replay through this version.
+    proto::StepManifest delta;  // written once the slice checksums are known (below)
     if (delta_possible) {
-      proto::StepManifest delta = manifest;
+      delta = manifest;
       PublishReport ignored;
       std::string unused;
       written = make_directories(fresh + "/delta");
@@ -171,11 +186,7 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
         written = write_delta_step(fresh + "/delta", current, previous, &delta, &ignored, &unused,
                                    advance);
       }
-      if (written.ok()) written = write_manifest_file(fresh + "/delta", delta);
-      if (written.ok() && ignored.delta) {
-        ignored.delta->manifest = delta;
-        report.delta = std::move(ignored.delta);
-      }
+      if (written.ok() && ignored.delta) report.delta = std::move(ignored.delta);
     }
     manifest.clear_parts();
     manifest.clear_tensors();
@@ -208,13 +219,27 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
       written = write_anchor_step(fresh, advance != nullptr ? from_snapshot : current, &manifest,
                                   &report, advance != nullptr ? &advance->anchor_files : nullptr);
     }
+    // The slice checksums, while hooked tensors still hold the version.
+    if (written.ok()) {
+      written = add_slice_checksums(advance != nullptr ? from_snapshot : current,
+                                    options_.declared_slices, options_.pool, &manifest);
+    }
     if (any_record && advance->current_read) advance->current_read();
+    if (written.ok() && delta_possible) {
+      *delta.mutable_slice_checksums() = manifest.slice_checksums();
+      written = write_manifest_file(fresh + "/delta", delta);
+      if (written.ok() && report.delta) report.delta->manifest = delta;
+    }
     if (written.ok()) {
       written = commit_step(layout_, fresh, manifest, options_.before_head, before_commit);
     }
   } else if (written.ok()) {
+    written = add_slice_checksums(version_bytes(current, advance), options_.declared_slices,
+                                  options_.pool, &manifest);
     if (advance != nullptr && advance->current_read) advance->current_read();
-    written = commit_step(layout_, staged, manifest, options_.before_head, before_commit);
+    if (written.ok()) {
+      written = commit_step(layout_, staged, manifest, options_.before_head, before_commit);
+    }
   }
   if (!written.ok()) {
     (void)remove_tree(staged);  // best effort: the next writer cleans .staging/ anyway

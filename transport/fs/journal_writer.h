@@ -18,6 +18,7 @@
 #include "transport/fs/anchor_writer.h"
 #include "transport/fs/delta_step.h"
 #include "transport/fs/retention.h"
+#include "transport/fs/slice_checksums.h"
 #include "transport/fs/step_commit.h"
 
 namespace weightcast {
@@ -36,6 +37,9 @@ struct JournalOptions {
   ThreadPool* pool = nullptr;                   // delta encoding runs on it when given
   std::function<void(const std::string&)> log;  // one line per published step
   std::function<void()> before_head;            // tests: between rename and HEAD
+  // The slices engine layouts cut from each tensor: every step's manifest (and an anchor's
+  // delta/) carries their checksums at its version (slice_checksums.h). Unset: none.
+  DeclaredSlices declared_slices;
 };
 
 // A tensor of the model at one version: contiguous little-endian host bytes.
