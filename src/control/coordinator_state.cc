@@ -51,7 +51,15 @@ CoordinatorSettings CoordinatorSettings::from_config(const proto::GroupConfig& c
   s.max_in_flight = std::max<uint32_t>(1, config.max_in_flight());
   s.dead_after = std::chrono::milliseconds(config.timeouts().dead_after_ms());
   s.ack_timeout = std::chrono::milliseconds(config.timeouts().ack_timeout_ms());
-  for (const auto& r : config.ranks()) s.roles[r.rank()] = r.role();
+  for (const auto& r : config.ranks()) {
+    s.roles[r.rank()] = r.role();
+    if (!r.layout().empty()) s.layout_ranks[r.rank()] = {r.layout(), r.replica(), r.part()};
+  }
+  for (const auto& l : config.layouts()) s.layout_parts[l.name()] = l.parts();
+  // The config was checked when parsed, so its rules compile.
+  if (auto rules = LayoutRules::compile(config); rules.ok() && !s.layout_ranks.empty()) {
+    s.layout_rules = std::make_shared<const LayoutRules>(std::move(*rules));
+  }
   s.nccl = nccl_listed(s.transports);
   if (config.nccl().timeout_ms() > 0) {
     s.nccl_timeout = std::chrono::milliseconds(config.nccl().timeout_ms());

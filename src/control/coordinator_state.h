@@ -42,12 +42,14 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "src/control/layouts.h"
 #include "src/control/nccl_epochs.h"
 #include "weightcast/control.pb.h"
 #include "weightcast/group_config.pb.h"
@@ -67,6 +69,15 @@ struct CoordinatorSettings {
   size_t versions_kept = 64;              // recent versions reported by status
   uint32_t protocol_min = 1;
   uint32_t protocol_max = 1;
+  // Subscribers that hold slices of an engine layout (docs/CONFIG.md `layouts`): they ack
+  // their slices' checksums, which must add up over the ranks of one replica.
+  struct LayoutRank {
+    std::string layout, replica;
+    uint32_t part = 0;
+  };
+  std::map<uint32_t, LayoutRank> layout_ranks;
+  std::map<std::string, uint32_t> layout_parts;  // parts per layout
+  std::shared_ptr<const LayoutRules> layout_rules;
   bool nccl = false;                              // the config lists nccl (nccl_listed)
   std::chrono::milliseconds nccl_timeout{60000};  // forming an epoch
 
@@ -159,6 +170,9 @@ class CoordinatorState {
     bool committed = false;
     uint64_t publish_to_commit_us = 0;
     std::map<uint32_t, proto::SubscriberResult> results;
+    // Layout ranks' acked checksums of the tensors their layout splits, by replica
+    // ("layout/replica") then rank, until every part of the replica acked.
+    std::map<std::string, std::map<uint32_t, std::map<std::string, uint64_t>>> slice_acks;
   };
 
   std::vector<OutgoingMessage> on_hello(const std::string& peer, const proto::Envelope& m,
@@ -169,6 +183,10 @@ class CoordinatorState {
                                                 bool from_anchor);
   std::vector<OutgoingMessage> try_commit(TimePoint now);
   std::string check_checksums(const proto::Offer& offer, const proto::Ack& ack) const;
+  // For a layout rank's ack: its checksums of tensors held whole equal the offer's, and once
+  // every part of its replica acked, the replica's slice checksums of each split tensor add
+  // up to the offer's. Empty when they do (or the replica is not complete yet).
+  std::string check_replica(VersionRecord& record, uint32_t rank, const proto::Ack& ack);
   proto::Envelope envelope(uint32_t protocol) const;
   OutgoingMessage refuse(const std::string& peer, uint32_t protocol, const std::string& reason,
                          bool fatal, uint32_t rank);

@@ -96,6 +96,43 @@ std::string CoordinatorState::check_checksums(const proto::Offer& offer,
   return "";
 }
 
+std::string CoordinatorState::check_replica(VersionRecord& record, uint32_t rank,
+                                            const proto::Ack& ack) {
+  const proto::Offer& offer = record.offer;
+  if (offer.checksums().empty() || !settings_.layout_rules) return "";
+  const auto& who = settings_.layout_ranks.at(rank);
+  std::map<std::string, uint64_t> acked;
+  for (const auto& c : ack.checksums()) acked[c.name()] = c.checksum();
+  std::map<std::string, uint64_t> split;
+  for (const auto& want : offer.checksums()) {
+    auto it = acked.find(want.name());
+    if (it == acked.end()) return "tensor '" + want.name() + "' missing from the ack";
+    if (settings_.layout_rules->splits(who.layout, want.name())) {
+      split[want.name()] = it->second;
+    } else if (it->second != want.checksum()) {
+      return "checksum of tensor '" + want.name() + "' does not match";
+    }
+  }
+  const std::string key = who.layout + "/" + who.replica;
+  auto& replica = record.slice_acks[key];
+  replica[rank] = std::move(split);
+  if (replica.size() < settings_.layout_parts[who.layout]) return "";
+  std::string ranks;
+  for (const auto& [r, sums] : replica) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  for (const auto& want : offer.checksums()) {
+    if (!settings_.layout_rules->splits(who.layout, want.name())) continue;
+    uint64_t sum = 0;
+    for (const auto& [r, sums] : replica) sum += sums.at(want.name());
+    if (sum != want.checksum()) {
+      replica.erase(rank);  // its next ack is checked again
+      return "the slice checksums of tensor '" + want.name() + "' acked by replica '" +
+             who.replica + "' of layout '" + who.layout + "' (ranks " + ranks +
+             ") do not add up to the version's";
+    }
+  }
+  return "";
+}
+
 std::vector<OutgoingMessage> CoordinatorState::on_ack(Member& member, const proto::Ack& ack,
                                                       TimePoint now) {
   const uint64_t v = ack.version();
@@ -109,7 +146,11 @@ std::vector<OutgoingMessage> CoordinatorState::on_ack(Member& member, const prot
     return {};
   }
   std::string mismatch;
-  if (it != versions_.end()) mismatch = check_checksums(it->second.offer, ack);
+  if (it != versions_.end()) {
+    mismatch = settings_.layout_ranks.count(member.rank)
+                   ? check_replica(it->second, member.rank, ack)
+                   : check_checksums(it->second.offer, ack);
+  }
   if (!mismatch.empty()) {
     set_result(v, member.rank, "mismatch");
     auto out = move_to_catch_up(member, "version " + std::to_string(v) + ": " + mismatch, true);

@@ -147,6 +147,16 @@ Result<TensorSlice> LayoutRules::slice(const std::string& layout, const std::str
   return not_found("no layout '" + layout + "' in the group config");
 }
 
+bool LayoutRules::splits(const std::string& layout, const std::string& tensor) const {
+  for (const Compiled& c : layouts_) {
+    if (c.name != layout) continue;
+    for (const Rule& rule : c.rules) {
+      if (std::regex_match(tensor, rule.match)) return !rule.whole;
+    }
+  }
+  return false;
+}
+
 Result<std::vector<TensorSlice>> LayoutRules::declared_slices(
     const std::string& tensor, const std::vector<int64_t>& shape) const {
   std::vector<TensorSlice> out;

@@ -48,6 +48,9 @@ class LayoutRules {
   // whole when no rule matches or the rule says whole. Errors name the tensor, layout and rule.
   Result<TensorSlice> slice(const std::string& layout, const std::string& tensor,
                             const std::vector<int64_t>& shape, uint32_t part) const;
+  // Whether layout `layout` cuts tensor `tensor` into slices (a rule splits it; shapes aside:
+  // an extent shorter than the parts leaves some parts empty, which still add up).
+  bool splits(const std::string& layout, const std::string& tensor) const;
   // Every distinct slice any part of any layout holds of the tensor, the whole tensor left
   // out (its checksum is the manifest's TensorState.checksum).
   Result<std::vector<TensorSlice>> declared_slices(const std::string& tensor,

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <utility>
 
+#include "src/control/layouts.h"
 #include "src/control/wait_reporter.h"
 #include "transport/tensor_staging.h"
 
@@ -60,6 +61,14 @@ Result<std::unique_ptr<Publisher>> Publisher::start(const proto::GroupConfig& co
         "{\"quantization_config\": " + fp8_quantization_config_json() + "}";
   }
   journal.log = p->options_.log;
+  if (!config.layouts().empty()) {
+    // Every manifest carries the checksums of the slices engine ranks hold (DESIGN §3).
+    ASSIGN_OR_RETURN(LayoutRules rules, LayoutRules::compile(config));
+    journal.declared_slices = [rules = std::make_shared<const LayoutRules>(std::move(rules))](
+                                  const std::string& name, const std::vector<int64_t>& shape) {
+      return rules->declared_slices(name, shape);
+    };
+  }
   Publisher* self = p.get();
   LivePathRank live;
   live.rank = p->options_.rank;

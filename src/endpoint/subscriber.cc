@@ -18,6 +18,13 @@ Result<std::unique_ptr<Subscriber>> Subscriber::create(const proto::GroupConfig&
   s->pool_ = std::make_unique<ThreadPool>(s->options_.threads);
   s->nack_log_ = std::make_unique<RateLimitedLog>(s->options_.log);
   s->recover_log_ = std::make_unique<RateLimitedLog>(s->options_.log);
+  for (const auto& r : s->config_.ranks()) {
+    if (r.rank() == s->options_.rank) s->rank_config_ = &r;
+  }
+  if (s->rank_config_ != nullptr && !s->rank_config_->layout().empty()) {
+    ASSIGN_OR_RETURN(LayoutRules rules, LayoutRules::compile(s->config_));
+    s->layout_rules_ = std::move(rules);
+  }
   return s;
 }
 
@@ -35,7 +42,17 @@ Status Subscriber::register_tensor(const TensorRef& destination) {
       return invalid_argument("tensor '" + destination.name + "' registered twice");
     }
   }
+  if (layout_rules_) {
+    ASSIGN_OR_RETURN(const TensorSlice slice, slice_of(destination.name, destination.shape));
+    if (slice != TensorSlice::whole(destination.shape)) {
+      return invalid_argument(
+          "tensor '" + destination.name + "': part " + std::to_string(rank_config_->part()) +
+          " of layout '" + rank_config_->layout() + "' holds its slice " + describe_slice(slice) +
+          "; register it with register_slice and the tensor's global shape");
+    }
+  }
   tensors_.push_back(destination);
+  slices_.emplace_back();
   return ok_status();
 }
 
@@ -49,6 +66,11 @@ Status Subscriber::connect() {
     ReaderDestination d;
     d.name = t.name;
     d.view = t;
+    const auto& slice = slices_[dest.size()];
+    if (slice) {
+      d.shape = slice->shape;
+      d.slice = slice->slice;
+    }
     dest.push_back(std::move(d));
     engine_bytes_ += t.numel() * t.element_size();
   }

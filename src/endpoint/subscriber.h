@@ -42,7 +42,9 @@
 
 #include "codec/base/status.h"
 #include "codec/base/thread_pool.h"
+#include "codec/delta_apply.h"
 #include "codec/tensor_ref.h"
+#include "src/control/layouts.h"
 #include "src/control/rate_limited_log.h"
 #include "src/endpoint/live_path.h"
 #include "src/endpoint/publisher.h"
@@ -88,8 +90,19 @@ class Subscriber {
   ~Subscriber();
 
   // Before connect(); names unique; host memory, or CUDA memory in builds with the CUDA
-  // toolkit (transport/tensor_staging.h).
+  // toolkit (transport/tensor_staging.h). On a rank whose config names a layout, only tensors
+  // that layout holds whole (register_slice takes the others).
   Status register_tensor(const TensorRef& destination);
+  // A rank whose group config names a layout (docs/CONFIG.md `layouts`) holds, of each tensor
+  // the layout splits, the slice its part cuts (slice_of): `destination` holds that slice's
+  // elements in its local order (codec/tensor_slice.h; host memory) and `global_shape` is the
+  // tensor's. The rank then reads, applies and verifies only that slice, against the slice
+  // checksums of the journal's manifests, and acks the slice's checksum. Errors name the
+  // tensor, the slice and the sizes.
+  Status register_slice(const TensorRef& destination, const std::vector<int64_t>& global_shape);
+  // The slice of tensor `name` (global `shape`) this rank holds: the whole tensor on a rank
+  // without a layout.
+  Result<TensorSlice> slice_of(const std::string& name, const std::vector<int64_t>& shape) const;
   // For a rank without an engine (weightcastd): waits for the journal's HEAD, then allocates
   // and registers a tensor for each of the head's tensors. While it waits it says why at a
   // bounded rate (no directory, nothing published, an unreadable HEAD); `cancelled` (checked
@@ -135,9 +148,12 @@ class Subscriber {
   SubscriberOptions options_;
   std::unique_ptr<ThreadPool> pool_;
   std::vector<TensorRef> tensors_;
-  std::vector<std::vector<uint8_t>> owned_;  // register_from_journal's tensors
-  uint64_t engine_bytes_ = 0;                // of the registered tensors
-  bool claim_pending_ = false;               // claimed_version not yet checked (worker only)
+  std::vector<std::optional<SliceDestination>> slices_;  // tensors_[i]'s slice, if not whole
+  const proto::RankConfig* rank_config_ = nullptr;       // in config_
+  std::optional<LayoutRules> layout_rules_;              // when the rank names a layout
+  std::vector<std::vector<uint8_t>> owned_;              // register_from_journal's tensors
+  uint64_t engine_bytes_ = 0;                            // of the registered tensors
+  bool claim_pending_ = false;  // claimed_version not yet checked (worker only)
   std::unique_ptr<CatchUpReader> reader_;
   std::unique_ptr<RankLink> link_;
   // After link_: a path's messages go out on the link. Set once in connect().

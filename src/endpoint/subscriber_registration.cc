@@ -10,6 +10,7 @@
 #include "transport/fs/journal_files.h"
 #include "transport/fs/journal_layout.h"
 #include "transport/fs/step_commit.h"
+#include "transport/tensor_staging.h"
 
 namespace weightcast {
 
@@ -53,13 +54,72 @@ Status Subscriber::register_from_journal(EndpointDeadline deadline,
     ref.name = t.name();
     ref.dtype = dtype;
     ref.shape.assign(t.shape().begin(), t.shape().end());
+    // A rank of a layout holds only its slice of each tensor.
+    ASSIGN_OR_RETURN(const TensorSlice slice, slice_of(ref.name, ref.shape));
+    const std::vector<int64_t> global = ref.shape;
+    const uint64_t held = slice_elements(global, slice);
+    if (held != ref.numel()) ref.shape = {static_cast<int64_t>(held)};
     ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
                      allocate_bytes(ref.numel() * ref.element_size(),
                                     "the subscriber's copy of tensor '" + ref.name + "'"));
     owned_.push_back(std::move(bytes));
     ref.data = owned_.back().data();
-    RETURN_IF_ERROR(register_tensor(ref));
+    RETURN_IF_ERROR(layout_rules_ ? register_slice(ref, global) : register_tensor(ref));
   }
+  return ok_status();
+}
+
+Result<TensorSlice> Subscriber::slice_of(const std::string& name,
+                                         const std::vector<int64_t>& shape) const {
+  if (!layout_rules_) return TensorSlice::whole(shape);
+  return layout_rules_->slice(rank_config_->layout(), name, shape, rank_config_->part());
+}
+
+Status Subscriber::register_slice(const TensorRef& destination,
+                                  const std::vector<int64_t>& global_shape) {
+  if (!layout_rules_) {
+    return failed_precondition("tensor '" + destination.name + "': rank " +
+                               std::to_string(options_.rank) +
+                               " names no layout in the group config, so it holds whole "
+                               "tensors (register_tensor)");
+  }
+  ASSIGN_OR_RETURN(const TensorSlice slice, slice_of(destination.name, global_shape));
+  if (slice == TensorSlice::whole(global_shape)) {
+    TensorRef whole = destination;
+    if (destination.shape != global_shape) {
+      if (!destination.is_contiguous() ||
+          destination.numel() != slice_elements(global_shape, slice)) {
+        return invalid_argument("tensor '" + destination.name + "': layout '" +
+                                rank_config_->layout() +
+                                "' holds it whole, and the destination is not the whole tensor");
+      }
+      whole.shape = global_shape;
+      whole.strides.clear();
+    }
+    return register_tensor(whole);
+  }
+  if (destination.memory == MemoryKind::kCuda) {
+    return invalid_argument("tensor '" + destination.name +
+                            "': slices are held in host memory for now, not CUDA memory");
+  }
+  RETURN_IF_ERROR(check_stageable(destination));
+  if (destination.numel() != slice_elements(global_shape, slice)) {
+    return invalid_argument(
+        "tensor '" + destination.name + "': the destination has " +
+        std::to_string(destination.numel()) + " elements but slice " + describe_slice(slice) +
+        " (part " + std::to_string(rank_config_->part()) + " of layout '" + rank_config_->layout() +
+        "') holds " + std::to_string(slice_elements(global_shape, slice)));
+  }
+  if (link_) {
+    return failed_precondition("tensor '" + destination.name + "' registered after connect()");
+  }
+  for (const auto& t : tensors_) {
+    if (t.name == destination.name) {
+      return invalid_argument("tensor '" + destination.name + "' registered twice");
+    }
+  }
+  tensors_.push_back(destination);
+  slices_.emplace_back(SliceDestination{global_shape, slice});
   return ok_status();
 }
 
