@@ -68,6 +68,7 @@ TestGroup::TestGroup(const GroupSpec& spec) {
     if (spec.curve) {
       y << ", key_file: keys/rank" << r << ".key, public_key: \"" << keys[r].public_z85 << "\"";
     }
+    if (r >= 2 && r - 2 < spec.subscriber_fields.size()) y << ", " << spec.subscriber_fields[r - 2];
     y << "}\n";
   }
   yaml_ = y.str();

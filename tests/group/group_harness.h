@@ -38,6 +38,8 @@ struct GroupSpec {
   std::string ucx_publisher_memory;  // the ucx.publisher_memory field when not empty
   uint32_t nccl_timeout_ms = 0;      // the nccl.timeout_ms field when not 0
   std::string extra_yaml;            // appended to the config as it is (e.g. an fp8 section)
+  // More fields of subscriber i's rank entry ("layout: tp2, part: 0, replica: e0").
+  std::vector<std::string> subscriber_fields;
 };
 
 // A group in a fresh temp directory: rank 0 coordinator, 1 publisher, 2.. subscribers.

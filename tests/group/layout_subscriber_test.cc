@@ -1,0 +1,147 @@
+// Engine ranks that hold slices of the model (docs/CONFIG.md `layouts`) in a group, in one
+// process against a coordinator thread: the two ranks of a tensor-parallel replica (one
+// tensor split along its columns, one along its rows, one held whole) and a rank holding
+// whole tensors follow deltas and a forced anchor with every slice bit-exact, each version
+// committed by all three (the replica's slice checksums adding up); a rank of the layout
+// joining late loads its slices from the anchor; registrations that do not fit the layout
+// are refused by name.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/group/trainer_side.h"
+
+namespace weightcast {
+namespace {
+
+using namespace weightcast::testing;
+using std::chrono::seconds;
+
+const char kLayouts[] = R"(layouts:
+  - name: tp2
+    parts: 2
+    rules:
+      - {match: 'packed\.left', dim: 1}
+      - {match: 'vec', dim: 0}
+)";
+
+// Part `part` of tp2: columns [16p, 16p + 16) of packed.left, packed.right whole, elements
+// [500p, 500p + 500) of vec.
+struct SliceEngine {
+  uint32_t part = 0;
+  std::vector<uint16_t> left = std::vector<uint16_t>(4 * 16);
+  std::vector<uint16_t> right = std::vector<uint16_t>(4 * 32);
+  std::vector<uint16_t> vec = std::vector<uint16_t>(500);
+
+  Status register_with(Subscriber& s) {
+    TensorRef l = TensorRef::contiguous("packed.left", DType::kBF16, left.data(), 64);
+    l.shape = {4, 16};
+    RETURN_IF_ERROR(s.register_slice(l, {4, 32}));
+    TensorRef r = TensorRef::contiguous("packed.right", DType::kBF16, right.data(), 128);
+    r.shape = {4, 32};
+    RETURN_IF_ERROR(s.register_tensor(r));
+    return s.register_slice(TensorRef::contiguous("vec", DType::kBF16, vec.data(), 500), {1000});
+  }
+  // Whether it holds its slices of Weights::set(v).
+  bool holds(uint64_t v) const {
+    Weights w;
+    w.set(v);
+    for (size_t r = 0; r < 4; ++r) {
+      for (size_t c = 0; c < 16; ++c) {
+        if (left[r * 16 + c] != w.packed[r * 64 + 16 * part + c]) return false;
+      }
+      for (size_t c = 0; c < 32; ++c) {
+        if (right[r * 32 + c] != w.packed[r * 64 + 32 + c]) return false;
+      }
+    }
+    for (size_t k = 0; k < 500; ++k) {
+      if (vec[k] != w.vec[500 * part + k]) return false;
+    }
+    return true;
+  }
+};
+
+std::unique_ptr<Subscriber> connect_slices(const TestGroup& g, uint32_t rank, SliceEngine& e) {
+  auto s = Subscriber::create(g.config(), one_thread<SubscriberOptions>(rank));
+  EXPECT_TRUE(s.ok()) << s.status().to_string();
+  if (!s.ok()) return nullptr;
+  const Status registered = e.register_with(**s);
+  EXPECT_TRUE(registered.ok()) << registered.to_string();
+  if (!registered.ok() || !(*s)->connect().ok()) return nullptr;
+  return std::move(s).value();
+}
+
+GroupSpec layout_group() {
+  GroupSpec spec;
+  spec.subscribers = 3;
+  spec.anchor_every = 100;
+  spec.extra_yaml = kLayouts;
+  spec.subscriber_fields = {"layout: tp2, part: 0, replica: e0",
+                            "layout: tp2, part: 1, replica: e0"};
+  return spec;
+}
+
+TEST(LayoutSubscriber, AReplicaOfSlicesAndAWholeEngineFollowDeltasAndAnAnchor) {
+  TestGroup g(layout_group());
+  TrainerSide t(g);
+  ASSERT_TRUE(t.ok()) << t.why();
+  SliceEngine part0{0}, part1{1};
+  Weights whole;
+  std::vector<std::string> bad;
+  auto s2 = connect_slices(g, 2, part0);
+  auto s3 = connect_slices(g, 3, part1);
+  auto s4 = connect_engine(g, one_thread<SubscriberOptions>(4), whole, bad);
+  ASSERT_TRUE(s2 && s3 && s4);
+  for (uint64_t v = 0; v <= 5; ++v) {
+    t.trainer.set(v);
+    auto h = t.publisher->publish(v, /*force_anchor=*/v == 4);
+    ASSERT_TRUE(h.ok()) << h.status().to_string();
+    const Status committed = h->wait_committed(in(seconds(30)));
+    ASSERT_TRUE(committed.ok()) << "v" << v << ": " << committed.to_string();
+    ASSERT_TRUE(s2->wait_for_version(v, in(seconds(30))).ok());
+    ASSERT_TRUE(s3->wait_for_version(v, in(seconds(30))).ok());
+    EXPECT_TRUE(part0.holds(v)) << "part 0 at v" << v;
+    EXPECT_TRUE(part1.holds(v)) << "part 1 at v" << v;
+    EXPECT_TRUE(engine_at(*s4, whole, v));
+  }
+  EXPECT_TRUE(bad.empty());
+  const auto status = group_status(g.config());
+  ASSERT_TRUE(status.has_value());
+  for (uint32_t rank : {2u, 3u, 4u}) EXPECT_EQ(acked_transport(*status, 5, rank), "fs") << rank;
+  // A rank of the layout that joins now loads its slices from anchor 4, then applies 5.
+  s3->stop();
+  SliceEngine late{1};
+  auto again = connect_slices(g, 3, late);
+  ASSERT_TRUE(again);
+  ASSERT_TRUE(again->wait_for_version(5, in(seconds(30))).ok());
+  EXPECT_TRUE(late.holds(5));
+  EXPECT_EQ(again->stats().anchors_loaded, 1u);
+}
+
+TEST(LayoutSubscriber, RegistrationsThatDoNotFitTheLayoutAreRefusedByName) {
+  TestGroup g(layout_group());
+  auto s = Subscriber::create(g.config(), one_thread<SubscriberOptions>(2));
+  ASSERT_TRUE(s.ok());
+  std::vector<uint16_t> bytes(1000);
+  const Status whole =
+      (*s)->register_tensor(TensorRef::contiguous("vec", DType::kBF16, bytes.data(), 1000));
+  EXPECT_NE(whole.message().find("tensor 'vec': part 0 of layout 'tp2' holds its slice [0:500]; "
+                                 "register it with register_slice"),
+            std::string::npos)
+      << whole.message();
+  const Status size =
+      (*s)->register_slice(TensorRef::contiguous("vec", DType::kBF16, bytes.data(), 400), {1000});
+  EXPECT_NE(size.message().find("the destination has 400 elements but slice [0:500]"),
+            std::string::npos)
+      << size.message();
+  auto plain = Subscriber::create(g.config(), one_thread<SubscriberOptions>(4));
+  ASSERT_TRUE(plain.ok());
+  const Status no_layout = (*plain)->register_slice(
+      TensorRef::contiguous("vec", DType::kBF16, bytes.data(), 500), {1000});
+  EXPECT_NE(no_layout.message().find("rank 4 names no layout"), std::string::npos)
+      << no_layout.message();
+}
+
+}  // namespace
+}  // namespace weightcast
