@@ -54,6 +54,11 @@ struct SubscriberStats {
   bool claim_verified = false;      // claimed_version matched the journal's checksums
 };
 
+// A block of a tensor: an offset and a size along each dimension.
+struct TensorBox {
+  std::vector<int64_t> offsets, sizes;
+};
+
 class Subscriber {
  public:
   // Loads the group config (YAML; docs/CONFIG.md) at `config_path` and checks that `rank` is
@@ -66,6 +71,13 @@ class Subscriber {
 
   // Before connect(); names unique.
   Status register_tensor(const TensorRef& destination);
+  // A rank whose group config names a layout (docs/CONFIG.md `layouts`) holds, of each tensor
+  // that layout splits, only its part's slice: slice_of gives the box (offsets and sizes per
+  // dimension of the tensor's global `shape`; the whole tensor when not split), and
+  // register_slice registers a host destination holding that box's elements, row-major, with
+  // the tensor's global shape. The rank then reads, applies and verifies only its slices.
+  Result<TensorBox> slice_of(const std::string& name, const std::vector<int64_t>& shape) const;
+  Status register_slice(const TensorRef& destination, const std::vector<int64_t>& global_shape);
   // For a rank without an engine: waits for the journal's head, then allocates and registers
   // a tensor for each of its tensors (tensors() lists them). `cancelled`, checked every
   // 100 ms, ends the wait early with kFailedPrecondition.

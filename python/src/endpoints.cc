@@ -202,6 +202,22 @@ class PySubscriber {
     check(s.register_tensor(ref));
   }
 
+  void register_slice(const std::string& name, const AnyArray& array,
+                      const std::vector<int64_t>& global_shape, std::optional<std::string> dtype) {
+    const api::TensorRef ref = tensor_ref(name, array, dtype);
+    api::Subscriber& s = get();
+    nb::gil_scoped_release release;
+    check(s.register_slice(ref, global_shape));
+  }
+
+  // (offsets, sizes) of the box this rank holds of tensor `name`.
+  std::pair<std::vector<int64_t>, std::vector<int64_t>> slice_of(
+      const std::string& name, const std::vector<int64_t>& shape) {
+    auto box = get().slice_of(name, shape);
+    check(box.status());
+    return {box->offsets, box->sizes};
+  }
+
   void register_from_journal(std::optional<double> timeout_s) {
     api::Subscriber& s = get();
     wait_interruptibly(deadline_from(timeout_s),
@@ -358,6 +374,9 @@ void bind_endpoints(nb::module_& m) {
            arg("log").none() = nb::none())
       .def("register_tensor", &PySubscriber::register_tensor, arg("name"), arg("array").noconvert(),
            arg("dtype").none() = nb::none())
+      .def("register_slice", &PySubscriber::register_slice, arg("name"), arg("array").noconvert(),
+           arg("global_shape"), arg("dtype").none() = nb::none())
+      .def("slice_of", &PySubscriber::slice_of, arg("name"), arg("shape"))
       .def("register_from_journal", &PySubscriber::register_from_journal,
            arg("timeout") = nb::none())
       .def("connect", &PySubscriber::connect)

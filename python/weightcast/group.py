@@ -9,6 +9,7 @@ subscribers; the journal is ``<work_dir>/journal``. For tests, examples and sing
 experiments; a real group writes its config by hand (docs/CONFIG.md).
 """
 
+import json
 import os
 import shutil
 import socket
@@ -50,11 +51,14 @@ class LocalGroup:
     (the config's ``publisher.snapshot``; absent: the default, host).
     ``fp8``: an FP8 group (the config's ``fp8`` section): ``True`` for the default selection
     (the linear projections), or a list of regexes over whole tensor names (``fp8.quantize``).
+    ``layouts``: engine layouts (the config's ``layouts``), ``{name: {"parts": n, "rules":
+    [{"match": regex, "dim": d} or {"match": regex, "whole": True}, ...]}}``; and
+    ``subscriber_layouts``: for subscriber i, ``(layout, part, replica)`` or None.
     """
 
     def __init__(self, work_dir, subscribers=1, *, transports=("fs",), anchor_every=5,
                  max_in_flight=2, timeouts=None, group_id="python-local", weightcastd=None,
-                 snapshot=None, fp8=None):
+                 snapshot=None, fp8=None, layouts=None, subscriber_layouts=None):
         os.makedirs(work_dir, exist_ok=True)
         self.work_dir = os.fspath(work_dir)
         self.subscribers = subscribers
@@ -78,13 +82,24 @@ class LocalGroup:
         elif fp8:
             quoted = ", ".join("'" + p.replace("'", "''") + "'" for p in fp8)
             lines.append(f"fp8: {{quantize: [{quoted}]}}")
+        if layouts:
+            lines.append("layouts:")
+            for name, spec in layouts.items():
+                lines.append("  - " + json.dumps({"name": name, **spec}))
         lines += [
             "timeouts: {" + ", ".join(f"{k}: {v}" for k, v in t.items()) + "}",
             "ranks:",
             "  - {rank: 0, role: coordinator}",
             "  - {rank: 1, role: publisher}",
         ]
-        lines += [f"  - {{rank: {2 + i}, role: subscriber}}" for i in range(subscribers)]
+        placed = list(subscriber_layouts or [])
+        for i in range(subscribers):
+            where = placed[i] if i < len(placed) else None
+            extra = ""
+            if where is not None:
+                extra = (f", layout: {json.dumps(where[0])}, part: {int(where[1])}, "
+                         f"replica: {json.dumps(where[2])}")
+            lines.append(f"  - {{rank: {2 + i}, role: subscriber{extra}}}")
         with open(self.config, "w") as f:
             f.write("\n".join(lines) + "\n")
         self._log = open(os.path.join(self.work_dir, "coordinator.log"), "wb")

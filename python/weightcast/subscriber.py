@@ -81,6 +81,21 @@ class Subscriber:
         self._core.register_tensor(name, array, dtype)
         self._registry.add(name, tensor)
 
+    def slice_of(self, name, shape):
+        """The block of tensor ``name`` (global ``shape``) this rank holds, as a tuple of slices
+        (one per dimension) that indexes the full tensor: every index on a rank without a
+        layout, else this rank's part of it (docs/CONFIG.md ``layouts``)."""
+        offsets, sizes = self._core.slice_of(name, list(shape))
+        return tuple(slice(o, o + n) for o, n in zip(offsets, sizes))
+
+    def register_slice(self, name, tensor, global_shape, *, dtype=None):
+        """Registers the engine's shard of a tensor its layout splits: ``tensor`` (host memory)
+        holds the block slice_of(name, global_shape) gives, row-major. Kept alive."""
+        array, own_dtype = array_and_dtype(tensor)
+        dtype = dtype or own_dtype
+        self._core.register_slice(name, array, list(global_shape), dtype)
+        self._registry.add(name, tensor)
+
     def register_module(self, module, *, prefix=""):
         """Registers a torch module's parameters and buffers under their state-dict names."""
         for name, t in named_tensors(module, prefix):

@@ -41,6 +41,18 @@ Status Subscriber::register_tensor(const TensorRef& destination) {
   return from_internal(impl_->subscriber->register_tensor(to_internal(destination)));
 }
 
+Result<TensorBox> Subscriber::slice_of(const std::string& name,
+                                       const std::vector<int64_t>& shape) const {
+  auto slice = impl_->subscriber->slice_of(name, shape);
+  if (!slice.ok()) return from_internal(slice.status());
+  return TensorBox{slice->offsets, slice->sizes};
+}
+
+Status Subscriber::register_slice(const TensorRef& destination,
+                                  const std::vector<int64_t>& global_shape) {
+  return from_internal(impl_->subscriber->register_slice(to_internal(destination), global_shape));
+}
+
 Status Subscriber::register_from_journal(Deadline deadline,
                                          const std::function<bool()>& cancelled) {
   return from_internal(impl_->subscriber->register_from_journal(deadline, cancelled));
