@@ -44,6 +44,7 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
                                held_journal_);
   }
   RETURN_IF_ERROR(check_destinations(m, what));
+  ASSIGN_OR_RETURN(const std::vector<uint64_t> targets, expected_checksums(m, what));
   // Everything is read and checked before the first byte is written. Only the records'
   // bytes are held (the parts), never a copy of a tensor.
   std::map<uint32_t, std::vector<uint8_t>> parts;
@@ -51,8 +52,7 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
   for (size_t i = 0; i < destinations_.size(); ++i) {
     const auto& t = m.tensors(static_cast<int>(i));
     if (!t.changed()) {
-      ASSIGN_OR_RETURN(const uint64_t unchanged, expected_checksum(m, i, what));
-      if (unchanged != checksums_[i]) {
+      if (targets[i] != checksums_[i]) {
         return data_loss(what + ": unchanged tensor '" + t.name() +
                          "' lists a checksum other than the held one");
       }
@@ -76,10 +76,7 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
     }
     records.emplace_back(i, std::move(*record));
   }
-  std::vector<uint64_t> targets(destinations_.size());
-  for (const auto& [i, record] : records) {
-    ASSIGN_OR_RETURN(targets[i], expected_checksum(m, i, what));
-  }
+
   if (records.empty()) {
     held_ = version;
     return ok_status();
@@ -197,10 +194,11 @@ Status CatchUpReader::adopt(uint64_t version) {
     return data_loss(dir + "/MANIFEST is the manifest of version " + std::to_string(m.version()));
   }
   RETURN_IF_ERROR(check_destinations(m, dir));
+  ASSIGN_OR_RETURN(const std::vector<uint64_t> expected, expected_checksums(m, dir));
   std::vector<uint64_t> sums(refs_.size());
   for (size_t i = 0; i < refs_.size(); ++i) {
     ASSIGN_OR_RETURN(sums[i], current_checksum(i));
-    ASSIGN_OR_RETURN(const uint64_t want, expected_checksum(m, i, dir));
+    const uint64_t want = expected[i];
     if (sums[i] != want) {
       return checksum_mismatch("tensor '" + refs_[i].name + "' has checksum " + hex16(sums[i]) +
                                ", version " + std::to_string(version) + " of journal '" +
@@ -214,17 +212,26 @@ Status CatchUpReader::adopt(uint64_t version) {
   return ok_status();
 }
 
-Result<uint64_t> CatchUpReader::expected_checksum(const proto::StepManifest& m, size_t i,
-                                                  const std::string& what) const {
-  const auto& t = m.tensors(static_cast<int>(i));
-  if (!slices_[i]) return t.checksum();
-  const proto::SliceChecksum* entry = find_slice_checksum(m, t.name(), slices_[i]->slice);
-  if (entry == nullptr) {
-    return data_loss(what + " has no checksum for slice " + describe_slice(slices_[i]->slice) +
-                     " of tensor '" + t.name() +
-                     "' (the group config's layouts, which the publisher reads, must cut it)");
+Result<std::vector<uint64_t>> CatchUpReader::expected_checksums(const proto::StepManifest& m,
+                                                                const std::string& what) const {
+  std::vector<uint64_t> out(destinations_.size());
+  std::optional<SliceChecksumIndex> index;
+  for (size_t i = 0; i < destinations_.size(); ++i) {
+    const auto& t = m.tensors(static_cast<int>(i));
+    if (!slices_[i]) {
+      out[i] = t.checksum();
+      continue;
+    }
+    if (!index) index.emplace(m);
+    const proto::SliceChecksum* entry = index->find(t.name(), slices_[i]->slice);
+    if (entry == nullptr) {
+      return data_loss(what + " has no checksum for slice " + describe_slice(slices_[i]->slice) +
+                       " of tensor '" + t.name() +
+                       "' (the group config's layouts, which the publisher reads, must cut it)");
+    }
+    out[i] = entry->checksum();
   }
-  return entry->checksum();
+  return out;
 }
 
 Result<uint64_t> CatchUpReader::current_checksum(size_t i) const {

@@ -191,10 +191,7 @@ Status CatchUpReader::load_anchor(uint64_t version) {
   if (m.kind() != proto::STEP_ANCHOR) return data_loss(what + " is not an anchor");
   RETURN_IF_ERROR(check_destinations(m, what));
   RETURN_IF_ERROR(validate_anchor_manifest(m));
-  std::vector<uint64_t> expected(destinations_.size());
-  for (size_t i = 0; i < destinations_.size(); ++i) {
-    ASSIGN_OR_RETURN(expected[i], expected_checksum(m, i, what));
-  }
+  ASSIGN_OR_RETURN(std::vector<uint64_t> expected, expected_checksums(m, what));
   held_.reset();
   open_write_window(version);
   // Whole tensors together; each slice on its own, reading only its bytes.

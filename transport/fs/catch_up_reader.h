@@ -150,10 +150,10 @@ class CatchUpReader {
   Result<std::vector<uint64_t>> anchors_at_or_below(uint64_t target,
                                                     std::vector<std::string>* notes) const;
   Status check_destinations(const proto::StepManifest& manifest, const std::string& what) const;
-  // What destination i must hold at the manifest's version: the tensor's checksum, or its
-  // slice's. And what it holds now, computed from its memory.
-  Result<uint64_t> expected_checksum(const proto::StepManifest& manifest, size_t i,
-                                     const std::string& what) const;
+  // What each destination must hold at the manifest's version: its tensor's checksum, or its
+  // slice's. And what destination i holds now, computed from its memory.
+  Result<std::vector<uint64_t>> expected_checksums(const proto::StepManifest& manifest,
+                                                   const std::string& what) const;
   Result<uint64_t> current_checksum(size_t i) const;
   // The ApplyOptions part that says where destination i's elements are.
   void place(size_t i, ApplyOptions* options) const;

@@ -49,6 +49,20 @@ Status add_slice_checksums(std::span<const TensorBytesView> tensors, const Decla
   return ok_status();
 }
 
+SliceChecksumIndex::SliceChecksumIndex(const proto::StepManifest& manifest) {
+  for (const auto& entry : manifest.slice_checksums()) by_tensor_[entry.tensor()].push_back(&entry);
+}
+
+const proto::SliceChecksum* SliceChecksumIndex::find(const std::string& tensor,
+                                                     const TensorSlice& slice) const {
+  const auto it = by_tensor_.find(tensor);
+  if (it == by_tensor_.end()) return nullptr;
+  for (const proto::SliceChecksum* entry : it->second) {
+    if (slice_from_proto(entry->slice()) == slice) return entry;
+  }
+  return nullptr;
+}
+
 const proto::SliceChecksum* find_slice_checksum(const proto::StepManifest& manifest,
                                                 const std::string& tensor,
                                                 const TensorSlice& slice) {

@@ -9,6 +9,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "codec/base/status.h"
@@ -32,7 +33,20 @@ using DeclaredSlices = std::function<Result<std::vector<TensorSlice>>(
                                          const DeclaredSlices& declared, ThreadPool* pool,
                                          proto::StepManifest* manifest);
 
-// The entry of `manifest` for `slice` of `tensor`; nullptr when it has none.
+// The entries of a manifest by tensor, so that finding each reader's slice costs the entries
+// of its tensor, not of the whole manifest. Valid while the manifest is.
+class SliceChecksumIndex {
+ public:
+  explicit SliceChecksumIndex(const proto::StepManifest& manifest);
+  // The entry for `slice` of `tensor`; nullptr when the manifest has none.
+  const proto::SliceChecksum* find(const std::string& tensor, const TensorSlice& slice) const;
+
+ private:
+  std::unordered_map<std::string, std::vector<const proto::SliceChecksum*>> by_tensor_;
+};
+
+// The entry of `manifest` for `slice` of `tensor`; nullptr when it has none (one lookup: a
+// reader of many tensors builds a SliceChecksumIndex).
 const proto::SliceChecksum* find_slice_checksum(const proto::StepManifest& manifest,
                                                 const std::string& tensor,
                                                 const TensorSlice& slice);
