@@ -7,6 +7,8 @@
 // are refused by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -141,6 +143,53 @@ TEST(LayoutSubscriber, RegistrationsThatDoNotFitTheLayoutAreRefusedByName) {
       TensorRef::contiguous("vec", DType::kBF16, bytes.data(), 500), {1000});
   EXPECT_NE(no_layout.message().find("rank 4 names no layout"), std::string::npos)
       << no_layout.message();
+}
+
+// weightcastd subscribers of a layout (no engine: register_from_journal allocates only their
+// slices) beside one holding whole tensors, against a weightcastd publisher of the demo model:
+// every version commits with all three acking it (each rank verified its slices against the
+// manifests, and the replica's slice checksums added up at the coordinator).
+TEST(LayoutSubscriber, WeightcastdRanksOfALayoutHoldOnlyTheirSlicesAndCommitEveryVersion) {
+  GroupSpec spec = layout_group();
+  spec.versions = 6;
+  spec.extra_yaml = R"(layouts:
+  - name: tp2
+    parts: 2
+    rules:
+      - {match: '.*\.(q|k|v|gate|up)_proj\.weight', dim: 0}
+      - {match: '.*\.(o|down)_proj\.weight', dim: 1}
+      - {match: '.*embed_tokens\.weight', dim: 0}
+)";
+  TestGroup g(spec);
+  CoordinatorThread coordinator(g);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.error();
+  RankProcess sub2(g.config_path(), 2, g.dir() + "/r2.log");
+  RankProcess sub3(g.config_path(), 3, g.dir() + "/r3.log");
+  RankProcess sub4(g.config_path(), 4, g.dir() + "/r4.log");
+  RankProcess publisher(g.config_path(), 1, g.dir() + "/r1.log", {"--stay"});
+  const auto all = [&] { return publisher.log() + sub2.log() + sub3.log() + sub4.log(); };
+  const auto at_last = [&] {
+    auto st = group_status(g.config());
+    if (!st || !st->has_committed() || st->committed_version() < spec.versions) return false;
+    for (uint32_t rank : {2u, 3u, 4u}) {
+      if (acked_transport(*st, spec.versions, rank).empty()) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(eventually(at_last, seconds(60))) << all();
+  auto st = group_status(g.config());
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(bad_results(*st), "") << all();
+  // Each layout rank holds its slices of the split tensors and the rest whole: less than the
+  // rank holding every tensor whole.
+  std::map<uint32_t, uint64_t> engine;
+  for (const auto& v : st->versions()) {
+    for (const auto& r : v.results())
+      engine[r.rank()] = std::max(engine[r.rank()], r.engine_bytes());
+  }
+  EXPECT_GT(engine[4], 0u);
+  EXPECT_LT(engine[2], engine[4]);
+  EXPECT_LT(engine[3], engine[4]);
 }
 
 }  // namespace
