@@ -43,7 +43,15 @@ ranks:
   - {rank: 1, role: publisher, host: trainer-0, key_file: keys/rank1.key,
      public_key: 'rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7'}
   - {rank: 2, role: subscriber, host: infer-0, key_file: keys/rank2.key,
-     public_key: 'rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7'}
+     public_key: 'rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7', layout: tp2, part: 0, replica: e0}
+  - {rank: 3, role: subscriber, host: infer-1, key_file: keys/rank3.key,
+     public_key: 'rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7', layout: tp2, part: 1, replica: e0}
+layouts:
+  - name: tp2
+    parts: 2
+    rules:
+      - {match: '.*\.(q|k|v|gate|up)_proj\.weight', dim: 0}
+      - {match: '.*norm.*', whole: true}
 demo:
   parameters: 268435456
   density: 0.01

@@ -202,6 +202,22 @@ std::vector<std::vector<uint8_t>> make_journal_files_seeds() {
   for (const auto& m : {written_anchor(), small_anchor(), delta(), parts()}) {
     add_both_forms(JournalFileKind::kManifest, m, &seeds);
   }
+  // A delta with the slice checksums of engine layouts: a box and a flat range.
+  proto::StepManifest sliced = delta();
+  auto* box = sliced.add_slice_checksums();
+  box->set_tensor("model.embed_tokens.weight");
+  box->mutable_slice()->add_offsets(32);
+  box->mutable_slice()->add_offsets(0);
+  box->mutable_slice()->add_sizes(32);
+  box->mutable_slice()->add_sizes(40);
+  box->set_checksum(0x1234);
+  auto* flat = sliced.add_slice_checksums();
+  flat->set_tensor("lm_head.weight");
+  flat->mutable_slice()->set_flat(true);
+  flat->mutable_slice()->set_begin(100);
+  flat->mutable_slice()->set_end(2000);
+  flat->set_checksum(0x5678);
+  add_both_forms(JournalFileKind::kManifest, sliced, &seeds);
   proto::Lease lease;
   lease.set_holder("reader-7.node-3.12345");
   lease.set_version(40);

@@ -218,3 +218,67 @@ TEST(JournalFilesManifest, AnchorExtentNamingAShardPastTheLast) {
 
 }  // namespace
 }  // namespace weightcast
+
+namespace weightcast {
+namespace {
+
+// A delta listing the checksum of rows [0, 16) and [16, 32) of model.a.weight [32].
+proto::StepManifest with_slices() {
+  auto m = testing::valid_delta();
+  for (int64_t first : {0, 16}) {
+    auto* e = m.add_slice_checksums();
+    e->set_tensor("model.a.weight");
+    e->mutable_slice()->add_offsets(first);
+    e->mutable_slice()->add_sizes(16);
+    e->set_checksum(static_cast<uint64_t>(first) + 1);
+  }
+  return m;
+}
+
+TEST(JournalFilesManifestSlices, ValidSliceChecksumsPass) {
+  EXPECT_TRUE(testing::manifest_status(with_slices()).ok())
+      << testing::manifest_status(with_slices()).to_string();
+}
+
+TEST(JournalFilesManifestSlices, ASliceChecksumOfATensorNotListed) {
+  auto m = with_slices();
+  m.mutable_slice_checksums(1)->set_tensor("model.z.weight");
+  testing::expect_data_loss(testing::manifest_status(m), testing::kManifestWhat,
+                            {"a slice checksum names tensor 'model.z.weight'"});
+}
+
+TEST(JournalFilesManifestSlices, ASliceOutsideItsTensor) {
+  auto m = with_slices();
+  m.mutable_slice_checksums(1)->mutable_slice()->set_offsets(0, 20);
+  testing::expect_data_loss(testing::manifest_status(m), testing::kManifestWhat,
+                            {"slice [20:36] leaves the tensor along dimension 0"});
+  auto flat = with_slices();
+  auto* s = flat.mutable_slice_checksums(0)->mutable_slice();
+  s->Clear();
+  s->set_flat(true);
+  s->set_begin(10);
+  s->set_end(40);
+  testing::expect_data_loss(testing::manifest_status(flat), testing::kManifestWhat,
+                            {"elements [10, 40) is not a range of its 32 elements"});
+  auto dims = with_slices();
+  for (int k = 0; k < 70; ++k) dims.mutable_slice_checksums(0)->mutable_slice()->add_offsets(0);
+  testing::expect_data_loss(testing::manifest_status(dims), testing::kManifestWhat,
+                            {"a slice of tensor 'model.a.weight' has too many dimensions"});
+}
+
+TEST(JournalFilesManifestSlices, ASliceWithTwoChecksums) {
+  auto m = with_slices();
+  m.mutable_slice_checksums(1)->mutable_slice()->set_offsets(0, 0);
+  testing::expect_data_loss(testing::manifest_status(m), testing::kManifestWhat,
+                            {"slice [0:16] of tensor 'model.a.weight' has two checksums"});
+}
+
+TEST(JournalFilesManifestSlices, MoreSliceChecksumsThanTheLimit) {
+  JournalFileLimits limits;
+  limits.max_slice_checksums = 1;
+  testing::expect_data_loss(testing::manifest_status(with_slices(), limits), testing::kManifestWhat,
+                            {"2 slice checksums exceed the limit 1"});
+}
+
+}  // namespace
+}  // namespace weightcast

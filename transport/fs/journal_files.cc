@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "codec/base/byte_io.h"
@@ -75,6 +76,39 @@ Status check_tensor(const proto::TensorState& t, const std::string& what,
   const uint64_t elem = dtype_size(*dtype);
   if (*numel > UINT64_MAX / elem) return data_loss(where + ": byte size overflows");
   *bytes = *numel * elem;
+  return ok_status();
+}
+
+// The slice checksums (journal.proto SliceChecksum): each of a listed tensor, a slice inside
+// it, listed once.
+Status check_slice_checksums(const proto::StepManifest& m, const std::string& what,
+                             const JournalFileLimits& limits) {
+  if (m.slice_checksums().empty()) return ok_status();
+  if (static_cast<size_t>(m.slice_checksums_size()) > limits.max_slice_checksums) {
+    return data_loss(what + ": " + std::to_string(m.slice_checksums_size()) +
+                     " slice checksums exceed the limit " +
+                     std::to_string(limits.max_slice_checksums));
+  }
+  std::map<std::string, std::vector<int64_t>, std::less<>> shapes;
+  for (const auto& t : m.tensors()) shapes[t.name()].assign(t.shape().begin(), t.shape().end());
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const auto& e : m.slice_checksums()) {
+    const auto it = shapes.find(e.tensor());
+    if (it == shapes.end()) {
+      return data_loss(what + ": a slice checksum names tensor '" +
+                       e.tensor().substr(0, limits.max_name_bytes) + "', which it does not list");
+    }
+    if (static_cast<size_t>(e.slice().offsets_size()) > limits.max_rank ||
+        static_cast<size_t>(e.slice().sizes_size()) > limits.max_rank) {
+      return data_loss(what + ": a slice of tensor '" + e.tensor() + "' has too many dimensions");
+    }
+    Status inside = check_slice(e.tensor(), it->second, slice_from_proto(e.slice()));
+    if (!inside.ok()) return data_loss(what + ": " + inside.message());
+    if (!seen.insert({e.tensor(), e.slice().SerializeAsString()}).second) {
+      return data_loss(what + ": slice " + describe_slice(slice_from_proto(e.slice())) +
+                       " of tensor '" + e.tensor() + "' has two checksums");
+    }
+  }
   return ok_status();
 }
 
@@ -206,6 +240,7 @@ Status check_manifest(const proto::StepManifest& m, const std::string& what,
                        std::to_string(size) + " bytes");
     }
   }
+  RETURN_IF_ERROR(check_slice_checksums(m, what, limits));
   if (m.kind() == proto::STEP_ANCHOR) {
     Status s = validate_anchor_manifest(m);
     if (!s.ok()) return data_loss(what + ": " + s.message());

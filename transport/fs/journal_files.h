@@ -35,6 +35,7 @@ struct JournalFileLimits {
   size_t max_parts = 1'000'000;
   size_t max_name_bytes = 4096;
   size_t max_rank = 64;
+  size_t max_slice_checksums = 16'000'000;  // StepManifest.slice_checksums entries
 };
 
 // The 4-byte magic of a kind ("WCHD", "WCMF", "WCLS").
