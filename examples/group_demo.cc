@@ -117,6 +117,10 @@ int main(int argc, char** argv) {
   app.add_flag("--fp8", a.fp8,
                "An FP8 group: engines hold the linear projections as block FP8 (docs/CONFIG.md, "
                "fp8)");
+  app.add_option("--tensor-parallel", a.tensor_parallel,
+                 "Subscribers are tensor-parallel engine ranks of this size holding only their "
+                 "slices (all subscribers, the late joiner included, whole replicas)")
+      ->check(CLI::Range(1u, 4096u));
   app.add_option("--bin", a.bin_dir, "Directory of weightcastd and weightcast")
       ->capture_default_str();
   app.add_option("--timeout-s", timeout_s, "Fail when the run takes longer")

@@ -44,6 +44,7 @@ Result<DemoGroup> prepare_demo_group(const DemoArgs& args) {
   o.demo_step_interval_ms = args.step_interval_ms;
   o.demo_publisher_mode = args.publisher_mode;
   o.fp8 = args.fp8;
+  o.tensor_parallel = args.tensor_parallel;
   o.demo_figures_path = args.figures_path;
   o.transports = args.transports;
   o.ucx_tls = args.ucx_tls;

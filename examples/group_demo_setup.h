@@ -37,6 +37,9 @@ struct DemoArgs {
   // The demo trainer's publisher mode: "snapshot" or "hooked" (src/daemon/demo_trainer.h).
   std::string publisher_mode = "snapshot";
   bool fp8 = false;  // an FP8 group (the config's fp8 section, default selection)
+  // Above 1: the subscribers are the ranks of tensor-parallel engines of this size, each
+  // holding only its slices (GroupInitOptions::tensor_parallel).
+  uint32_t tensor_parallel = 1;
   // Where the publisher rank appends its per-version trainer figures (demo.figures_path);
   // empty: none, and the trainer overlaps each step with the previous publication.
   std::string figures_path;

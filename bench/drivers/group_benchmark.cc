@@ -108,6 +108,10 @@ Result<json> run_demo(const GroupBenchConfig& c, const std::string& transport,
                                 "--publisher-mode",
                                 mode == "hooked" ? "hooked" : "snapshot"};
   if (mode == "fp8") argv.push_back("--fp8");
+  if (c.tensor_parallel > 1) {
+    argv.push_back("--tensor-parallel");
+    argv.push_back(std::to_string(c.tensor_parallel));
+  }
   argv.insert(argv.end(), extra.begin(), extra.end());
   if (c.log) {
     c.log("bench group: running the group over " + transport + ", publisher in " + mode +

@@ -43,6 +43,7 @@ struct GroupBenchConfig {
   double density = 0.01;
   uint64_t versions = 10;  // after the initial one (the demo's --versions)
   uint32_t subscribers = 1;
+  uint32_t tensor_parallel = 1;  // above 1: the subscribers are ranks of tensor-parallel engines
   std::vector<std::string> transports = {"fs"};
   std::vector<std::string> publisher_modes = {"snapshot"};  // "snapshot", "hooked"
   std::string work_dir = "/tmp/weightcast-bench-group";

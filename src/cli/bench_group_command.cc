@@ -144,6 +144,11 @@ void register_bench_group(CLI::App& bench, int& exit_code) {
   g->add_option("--subscribers", cfg->subscribers, "Subscriber ranks")
       ->capture_default_str()
       ->check(number_in<uint32_t>(1, 256));
+  g->add_option("--tensor-parallel", cfg->tensor_parallel,
+                "Subscribers are tensor-parallel engine ranks of this size, each holding only "
+                "its slices (docs/CONFIG.md layouts; --subscribers a multiple of it)")
+      ->capture_default_str()
+      ->check(number_in<uint32_t>(1, 256));
   g->add_option("--transports", cfg->transports,
                 "Runs, comma-separated: fs (journal), ucx (live, in place), ucx-copy (live, "
                 "from a shared-memory copy)")
@@ -181,6 +186,12 @@ void register_bench_group(CLI::App& bench, int& exit_code) {
       ->capture_default_str();
   g->add_flag("--json", *json_out, "Print one JSON object (default: tables)");
   g->callback([cfg, json_out, check, checked, no_reference, &exit_code] {
+    if (cfg->subscribers % cfg->tensor_parallel != 0) {
+      throw CLI::ValidationError("--tensor-parallel", std::to_string(cfg->subscribers) +
+                                                          " subscribers are not whole replicas "
+                                                          "of tensor parallel size " +
+                                                          std::to_string(cfg->tensor_parallel));
+    }
     cfg->codec_reference = !*no_reference;
     cfg->log = [](const std::string& line) {
       std::fprintf(stderr, "weightcast: %s\n", line.c_str());

@@ -87,6 +87,11 @@ void register_init(CLI::App* group, int& exit_code) {
       ->check(CLI::IsMember({"auto", "in_place", "copy"}));
   init->add_flag("--fp8", o->fp8,
                  "An FP8 group: engines hold the linear projections as block FP8 (fp8 section)");
+  init->add_option("--tensor-parallel", o->tensor_parallel,
+                   "Subscribers are engine ranks of tensor parallel size N: each holds only its "
+                   "slice of each split tensor (a layouts section; --subscribers a multiple of N)")
+      ->capture_default_str()
+      ->check(number_in<uint32_t>(1, 4096));
   init->add_option("--demo-parameters", o->demo_parameters,
                    "Add a demo: section (a synthetic model for publishers without a trainer)")
       ->check(number_in<uint64_t>(kMinDemoParameters, kMaxDemoParameters));
@@ -99,6 +104,13 @@ void register_init(CLI::App* group, int& exit_code) {
       ->check(number_in<uint32_t>(0, 86400000));
   init->add_flag("--force", o->overwrite, "Replace an existing group.yaml (keys are kept)");
   init->callback([o, &exit_code] {
+    if (o->tensor_parallel > 1 && o->subscribers % o->tensor_parallel != 0) {
+      // A bad command line (exit 2), not a failed command.
+      throw CLI::ValidationError("--tensor-parallel", std::to_string(o->subscribers) +
+                                                          " subscribers are not whole replicas "
+                                                          "of tensor parallel size " +
+                                                          std::to_string(o->tensor_parallel));
+    }
     auto r = init_group(*o);
     if (!r.ok()) {
       exit_code = report(r.status());

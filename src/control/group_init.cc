@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
@@ -22,6 +23,11 @@ Result<GroupInitResult> init_group(const GroupInitOptions& o) {
   namespace fs = std::filesystem;
   if (o.dir.empty()) return invalid_argument("group init: no directory given");
   if (o.publishers == 0) return invalid_argument("group init: a group needs a publisher");
+  if (o.tensor_parallel > 1 && o.subscribers % o.tensor_parallel != 0) {
+    return invalid_argument("group init: " + std::to_string(o.subscribers) +
+                            " subscribers are not whole replicas of tensor parallel size " +
+                            std::to_string(o.tensor_parallel));
+  }
   const uint64_t max_ranks = GroupConfigLimits{}.max_ranks;
   if (uint64_t{1} + o.publishers + o.subscribers > max_ranks) {
     return invalid_argument("group init: 1 coordinator + " + std::to_string(o.publishers) +
@@ -83,6 +89,13 @@ Result<GroupInitResult> init_group(const GroupInitOptions& o) {
       << "\"\n  coordinator_key_file: keys/rank0.key\n  observer_key_file: keys/observer.key\n";
   }
   if (o.fp8) y << "fp8: {}\n";
+  const uint32_t tp = std::max<uint32_t>(1, o.tensor_parallel);
+  if (tp > 1) {
+    y << "layouts:\n  - name: tp" << tp << "\n    parts: " << tp << "\n    rules:\n";
+    for (const auto& rule : kTensorParallelRules) {
+      y << "      - {match: '" << rule.match << "', dim: " << rule.dim << "}\n";
+    }
+  }
   if (o.demo_parameters > 0) {
     y << "demo:\n  parameters: " << o.demo_parameters << "\n  density: " << o.demo_density
       << "\n  versions: " << o.demo_versions << "\n  seed: 1\n";
@@ -98,6 +111,10 @@ Result<GroupInitResult> init_group(const GroupInitOptions& o) {
   for (uint32_t r = 0; r < ranks; ++r) {
     const char* role = r == 0 ? "coordinator" : r <= o.publishers ? "publisher" : "subscriber";
     y << "  - {rank: " << r << ", role: " << role << ", host: 127.0.0.1";
+    if (tp > 1 && r > o.publishers) {
+      const uint32_t k = r - o.publishers - 1;  // among the subscribers
+      y << ", layout: tp" << tp << ", part: " << k % tp << ", replica: engine" << k / tp;
+    }
     if (o.curve) {
       y << ", key_file: keys/rank" << r << ".key, public_key: \"" << pairs[r].public_z85 << "\"";
     }

@@ -38,7 +38,24 @@ struct GroupInitOptions {
   std::string demo_publisher_mode;     // demo.publisher_mode when not empty (snapshot, hooked)
   std::string demo_figures_path;       // demo.figures_path when not empty
   bool fp8 = false;                    // an `fp8: {}` section (an FP8 group, default selection)
+  // When above 1: the subscribers are engine ranks of a tensor-parallel layout `tp<N>` with
+  // vLLM's cuts of Hugging Face names (kTensorParallelRules), replica k of them ranks
+  // N*k .. N*k + N - 1 among the subscribers, part = the rank's place in its replica.
+  uint32_t tensor_parallel = 1;
   bool overwrite = false;  // replace an existing group.yaml (existing key files are reused)
+};
+
+// How vLLM's tensor parallelism cuts Hugging Face tensor names (column-parallel projections
+// and the vocabulary along their rows, row-parallel ones along their columns; norms and
+// routers whole), as `layouts` rules: {regex, dimension}.
+struct TensorParallelRule {
+  const char* match;
+  uint32_t dim;
+};
+inline constexpr TensorParallelRule kTensorParallelRules[] = {
+    {R"(.*\.(q|k|v|gate|up)_proj\.(weight|bias))", 0},
+    {R"(.*\.(o|down)_proj\.weight)", 1},
+    {R"(.*(embed_tokens|lm_head)\.weight)", 0},
 };
 
 struct GroupInitResult {

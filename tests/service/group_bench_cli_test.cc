@@ -100,6 +100,33 @@ TEST(GroupBenchCli, SmallGroupReportsEveryFigure) {
 
 // Hooked mode at a small size: the snapshot run of the same transport is added, both runs
 // publish the same versions, and their journals hold byte-identical delta parts.
+// Tensor-parallel engines: each subscriber rank holds only its slices, so about half of the
+// model, and every version is committed by both.
+TEST(GroupBenchCli, TensorParallelSubscribersHoldAboutHalfTheModel) {
+  const std::string dir = work_dir("tp2");
+  auto r = run_cli(
+      "bench group --parameters 4000000 --versions 4 --transports fs --subscribers 2 "
+      "--tensor-parallel 2 --no-codec-reference --json --work-dir " +
+      dir);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = parse_json(r.output);
+  ASSERT_TRUE(j.is_object()) << r.output;
+  const nlohmann::json& run = j["runs"][0];
+  uint64_t model = 0;
+  std::vector<uint64_t> engines;
+  for (const auto& rank : run["ranks"]) {
+    if (rank["role"] == "publisher") model = rank["own_bytes"].get<uint64_t>();
+    if (rank["role"] == "subscriber") engines.push_back(rank["own_bytes"].get<uint64_t>());
+  }
+  ASSERT_EQ(engines.size(), 2u) << run.dump(2);
+  for (const uint64_t e : engines) {
+    EXPECT_GT(e, model * 4 / 10) << run.dump(2);
+    EXPECT_LT(e, model * 6 / 10) << run.dump(2);
+  }
+  auto odd = run_cli("bench group --subscribers 3 --tensor-parallel 2 --work-dir " + dir);
+  EXPECT_EQ(odd.exit_code, 2) << odd.output;
+}
+
 TEST(GroupBenchCli, HookedRunPublishesTheSnapshotRunsRecords) {
   const std::string dir = work_dir("hooked");
   auto r = run_cli(

@@ -72,6 +72,28 @@ TEST_F(GroupCli, InitWritesKeysAndAConfigThatRanksLists) {
   EXPECT_EQ(read(dir_ + "/g/keys/rank1.key"), before);
 }
 
+TEST_F(GroupCli, InitWithTensorParallelPlacesTheSubscribersInReplicas) {
+  auto init = run_cli("group init --dir " + dir_ + "/g --subscribers 4 --tensor-parallel 2");
+  ASSERT_EQ(init.exit_code, 0) << init.output;
+  const std::string config = read(dir_ + "/g/group.yaml");
+  EXPECT_NE(config.find("layouts:\n  - name: tp2\n    parts: 2\n"), std::string::npos) << config;
+  EXPECT_NE(config.find("{match: '.*\\.(o|down)_proj\\.weight', dim: 1}"), std::string::npos)
+      << config;
+  EXPECT_NE(config.find("rank: 5, role: subscriber, host: 127.0.0.1, layout: tp2, part: 1, "
+                        "replica: engine1"),
+            std::string::npos)
+      << config;
+  auto ranks = run_cli("group ranks --config " + dir_ + "/g/group.yaml --ids 2>/dev/null");
+  EXPECT_EQ(ranks.output, "0 1 2 3 4 5\n");  // the config it wrote loads
+  // Subscribers that are not whole replicas: a bad command line, nothing written.
+  auto odd = run_cli("group init --dir " + dir_ + "/h --subscribers 3 --tensor-parallel 2");
+  EXPECT_EQ(odd.exit_code, 2) << odd.output;
+  EXPECT_NE(odd.output.find("3 subscribers are not whole replicas of tensor parallel size 2"),
+            std::string::npos)
+      << odd.output;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/h/group.yaml"));
+}
+
 TEST_F(GroupCli, KeysWritesAPairOnceAndRefusesToReplaceIt) {
   const std::string path = dir_ + "/k.key";
   auto keys = run_cli("keys --out " + path);
