@@ -47,8 +47,17 @@ class ChunkApplier {
     if (slice != nullptr) {
       slice_.emplace(slice->shape, slice->slice);
       const uint64_t range_end = h_.range_offset + h_.range_elements;
-      dest_first_ = std::clamp(slice_->first(), h_.range_offset, range_end);
+      const uint64_t first = slice_->first();
+      dest_first_ = std::clamp(first, h_.range_offset, range_end);
       dest_end_ = std::clamp(slice_->end(), dest_first_, range_end);
+      // A slice that is one run of global indices (a block of rows, a flat range) held in
+      // contiguous memory maps like a range: element g is local g - first, and chunks take the
+      // contiguous kernels.
+      if (addr_.contiguous() &&
+          slice_->end() - first == slice_elements(slice->shape, slice->slice)) {
+        slice_.reset();
+        base_ += (dest_first_ - first) * es_;
+      }
     }
   }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -228,6 +229,58 @@ TEST_F(JournalSlices, AWrongSliceChecksumIsRefusedAndTheVersionBeforeHeld) {
   EXPECT_NE(report.status().message().find("layers.0.attn.q_proj.weight"), std::string::npos)
       << report.status().message();
   EXPECT_EQ(mismatch(l, 1, storage, 4), "");
+}
+
+TEST_F(JournalSlices, ACorruptSliceOfAnAnchorFallsBackToTheAnchorBefore) {
+  // A copy of the journal whose anchor 6 has one byte of part 1's slice of the experts
+  // tensor flipped in its shard file.
+  testing::ScratchDir copy;
+  ASSERT_TRUE(testing::copy_tree(dir_->path(), copy.path()));
+  const JournalLayout layout(copy.path());
+  auto m = read_manifest_file(layout.manifest(6));
+  ASSERT_TRUE(m.ok());
+  const Layout& l = layouts()[2];
+  const std::vector<int64_t> shape = {8, 33, 17};
+  const TensorSlice victim = slice_of(l, 1, "layers.0.mlp.experts.weight", shape);
+  const proto::TensorState* t = nullptr;
+  for (const auto& s : m->tensors()) {
+    if (s.name() == "layers.0.mlp.experts.weight") t = &s;
+  }
+  ASSERT_NE(t, nullptr);
+  uint64_t first = 0;
+  for_each_slice_run(shape, victim, [&](const SliceRun& r) {
+    first = r.global;
+    return false;
+  });
+  const std::string shard = layout.step(6) + "/" + m->parts(static_cast<int>(t->part())).file();
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    const auto at = static_cast<std::streamoff>(t->offset() + first * 2 + 3);
+    f.seekg(at);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x40);
+    f.seekp(at);
+    f.write(&c, 1);
+  }
+  JournalTestModel shapes(kSeed);
+  std::vector<std::vector<uint8_t>> storage;
+  std::vector<ReaderDestination> dests = shapes.destinations(&storage);
+  for (size_t i = 0; i < dests.size(); ++i) {
+    const TensorSlice s = slice_of(l, 1, dests[i].name, dests[i].shape);
+    storage[i].assign(slice_elements(dests[i].shape, s) * dtype_size(dests[i].dtype), 0xEE);
+    dests[i].bytes = storage[i];
+    dests[i].slice = s;
+  }
+  CatchUpReader r(copy.path(), std::move(dests));
+  auto report = r.catch_up();
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  ASSERT_FALSE(report->fallbacks.empty());
+  EXPECT_NE(report->fallbacks[0].find("slice [2:4, 0:33, 0:17]"), std::string::npos)
+      << report->fallbacks[0];
+  EXPECT_NE(report->fallbacks[0].find("differs from the manifest's"), std::string::npos)
+      << report->fallbacks[0];
+  EXPECT_EQ(mismatch(l, 1, storage, kHead), "");
 }
 
 }  // namespace

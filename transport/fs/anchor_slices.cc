@@ -29,15 +29,23 @@ Status read_anchor_slice(const std::string& dir, const proto::StepManifest& m, s
     return invalid_argument(who + ": the destination has " + std::to_string(view.numel()) +
                             " elements, the slice " + std::to_string(held));
   }
-  ASSIGN_OR_RETURN(std::vector<uint8_t> buffer,
-                   allocate_bytes(held * es, "the slice of anchor tensor '" + t.name() + "'"));
+  // A contiguous host view is read into in place, as whole tensors are (anchor_in_place.h):
+  // on an error it then holds unspecified bytes, and the reader holds no version. Any other
+  // view goes through a host buffer of the slice's size.
+  const bool direct = view.memory != MemoryKind::kCuda && view.is_contiguous();
+  std::vector<uint8_t> buffer;
+  if (!direct) {
+    ASSIGN_OR_RETURN(buffer,
+                     allocate_bytes(held * es, "the slice of anchor tensor '" + t.name() + "'"));
+  }
+  uint8_t* const into = direct ? view.first_byte() : buffer.data();
   const std::string path = dir + "/" + m.parts(static_cast<int>(t.part())).file();
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return io_error("cannot open anchor shard '" + path + "': " + std::strerror(errno));
   Status read = ok_status();
   uint64_t checksum = 0;
   for_each_slice_run(where.shape, where.slice, [&](const SliceRun& r) {
-    uint8_t* to = buffer.data() + r.local * es;
+    uint8_t* to = into + r.local * es;
     const uint64_t n = r.count * es;
     if (r.global * es + n > t.bytes()) {
       read = data_loss(who + " reaches past the tensor's " + std::to_string(t.bytes()) + " bytes");
@@ -64,8 +72,8 @@ Status read_anchor_slice(const std::string& dir, const proto::StepManifest& m, s
     return data_loss(who + ": checksum " + hex16(checksum) + " differs from the manifest's " +
                      hex16(expected));
   }
-  RETURN_IF_ERROR(scatter_tensor(buffer, view));
-  if (bytes_written != nullptr) *bytes_written += buffer.size();
+  if (!direct) RETURN_IF_ERROR(scatter_tensor(buffer, view));
+  if (bytes_written != nullptr) *bytes_written += held * es;
   return ok_status();
 }
 

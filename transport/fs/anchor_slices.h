@@ -14,10 +14,12 @@ namespace weightcast {
 
 // Reads slice `where.slice` of anchor tensor `index` (a manifest validate_anchor_manifest
 // accepted) into `view`, which holds the slice's elements in local order (host or CUDA
-// memory, any strides): each run of the slice is read with pread from the shard file into a
-// host buffer of the slice's size, C() of the slice is checked against `expected` (the
-// manifest's slice checksum) and only then are the bytes written into the view. The extents'
-// XXH3s cover whole extents and are not checked here: the slice checksum is. Errors name the
+// memory, any strides): each run of the slice is read with pread from the shard file and C()
+// of the slice is checked against `expected` (the manifest's slice checksum). A contiguous
+// host view is read into directly (on an error it holds unspecified bytes, as a whole tensor
+// read in place does); any other view through a host buffer of the slice's size, written into
+// it only once the checksum matched. The extents' XXH3s cover whole extents and are not
+// checked here: the slice checksum is. Errors name the
 // shard file and the tensor; *bytes_written (when given) counts the bytes written.
 [[nodiscard]] Status read_anchor_slice(const std::string& dir, const proto::StepManifest& manifest,
                                        size_t index, const SliceDestination& where,
