@@ -55,6 +55,10 @@ Result<EncodedDelta> encode(std::span<const uint8_t> old_bytes, std::span<const 
     const uint32_t length = h.chunk_length(static_cast<uint32_t>(c));
     encode_chunk(old_bytes.data() + start * es, new_bytes.data() + start * es, length, es,
                  h.range_offset + start, o.allowed_modes, scratch, &chunks[c]);
+    if (o.on_changes && chunks[c].changed != 0) {
+      o.on_changes(h.range_offset + start, scratch.positions.data(), chunks[c].changed,
+                   old_bytes.data() + start * es, new_bytes.data() + start * es);
+    }
     if (compute_base) {
       base_parts[c] =
           checksum_range(old_bytes.data() + start * es, es, length, h.range_offset + start);

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -33,6 +34,15 @@ struct EncodeOptions {
   // version); otherwise the encoder computes it with one extra pass over `old`.
   std::optional<uint64_t> base_checksum;
   ThreadPool* pool = nullptr;  // chunks are encoded on it when given
+  // When set, encode_delta and encode_delta_advancing call it for every chunk with changes, on
+  // the thread that encoded the chunk (several at once with a pool), before a snapshot is
+  // advanced: the chunk's first global index, its n changed positions (within the chunk,
+  // ascending) and its old and new bytes. For what follows the changes in O(changed), as the
+  // journal writer's slice checksums do (transport/fs/slice_checksums.h). Other encoders (the
+  // CUDA codec, the hooked recorder) do not call it.
+  std::function<void(uint64_t global_first, const uint32_t* positions, uint32_t n,
+                     const uint8_t* old_chunk, const uint8_t* new_chunk)>
+      on_changes;
 };
 
 struct EncodedDelta {

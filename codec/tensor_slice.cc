@@ -217,7 +217,7 @@ void for_each_slice_run(const std::vector<int64_t>& shape, const TensorSlice& sl
 }
 
 SliceLocator::SliceLocator(const std::vector<int64_t>& shape, const TensorSlice& slice)
-    : shape_(shape), slice_(slice) {
+    : shape_(shape), strides_(strides_of(shape)), slice_(slice) {
   bool any = false;
   for_each_slice_run(shape_, slice_, [&](const SliceRun& r) {
     if (!any) first_ = r.global;
@@ -229,16 +229,16 @@ SliceLocator::SliceLocator(const std::vector<int64_t>& shape, const TensorSlice&
     const BoxRuns runs(shape_, slice_);
     end_ = runs.global(slice_, runs.count - 1) + runs.length;
   }
+  one_run_ = end_ - first_ == slice_elements(shape_, slice_);
 }
 
 std::optional<uint64_t> SliceLocator::local(uint64_t global) const {
   if (global < first_ || global >= end_) return std::nullopt;
-  if (slice_.kind == TensorSlice::Kind::kFlat) return global - slice_.begin;
+  if (one_run_) return global - first_;
   uint64_t local = 0, rest = global;
-  const std::vector<uint64_t> st = strides_of(shape_);
   for (size_t e = 0; e < shape_.size(); ++e) {
-    const auto at = static_cast<int64_t>(rest / st[e]);
-    rest %= st[e];
+    const auto at = static_cast<int64_t>(rest / strides_[e]);
+    rest %= strides_[e];
     if (at < slice_.offsets[e] || at >= slice_.offsets[e] + slice_.sizes[e]) return std::nullopt;
     local = local * static_cast<uint64_t>(slice_.sizes[e]) +
             static_cast<uint64_t>(at - slice_.offsets[e]);

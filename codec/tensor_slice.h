@@ -85,8 +85,10 @@ class SliceLocator {
 
  private:
   std::vector<int64_t> shape_;
+  std::vector<uint64_t> strides_;  // row-major, of the global shape
   TensorSlice slice_;
   uint64_t first_ = 0, end_ = 0;
+  bool one_run_ = false;  // the slice is the global indices [first_, end_)
 };
 
 // Elements both slices hold: `count` elements at global index `global`, local index `local_a`

@@ -187,6 +187,9 @@ class CoordinatorState {
   // every part of its replica acked, the replica's slice checksums of each split tensor add
   // up to the offer's. Empty when they do (or the replica is not complete yet).
   std::string check_replica(VersionRecord& record, uint32_t rank, const proto::Ack& ack);
+  // LayoutRules::splits, remembered (its rules are regexes; acks name every tensor).
+  bool layout_splits(const std::string& layout, const std::string& tensor);
+  std::map<std::pair<std::string, std::string>, bool> splits_;
   proto::Envelope envelope(uint32_t protocol) const;
   OutgoingMessage refuse(const std::string& peer, uint32_t protocol, const std::string& reason,
                          bool fatal, uint32_t rank);

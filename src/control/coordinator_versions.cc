@@ -96,6 +96,14 @@ std::string CoordinatorState::check_checksums(const proto::Offer& offer,
   return "";
 }
 
+bool CoordinatorState::layout_splits(const std::string& layout, const std::string& tensor) {
+  auto key = std::make_pair(layout, tensor);
+  if (const auto it = splits_.find(key); it != splits_.end()) return it->second;
+  const bool split = settings_.layout_rules->splits(layout, tensor);
+  splits_.emplace(std::move(key), split);
+  return split;
+}
+
 std::string CoordinatorState::check_replica(VersionRecord& record, uint32_t rank,
                                             const proto::Ack& ack) {
   const proto::Offer& offer = record.offer;
@@ -107,7 +115,7 @@ std::string CoordinatorState::check_replica(VersionRecord& record, uint32_t rank
   for (const auto& want : offer.checksums()) {
     auto it = acked.find(want.name());
     if (it == acked.end()) return "tensor '" + want.name() + "' missing from the ack";
-    if (settings_.layout_rules->splits(who.layout, want.name())) {
+    if (layout_splits(who.layout, want.name())) {
       split[want.name()] = it->second;
     } else if (it->second != want.checksum()) {
       return "checksum of tensor '" + want.name() + "' does not match";
@@ -120,7 +128,7 @@ std::string CoordinatorState::check_replica(VersionRecord& record, uint32_t rank
   std::string ranks;
   for (const auto& [r, sums] : replica) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
   for (const auto& want : offer.checksums()) {
-    if (!settings_.layout_rules->splits(who.layout, want.name())) continue;
+    if (!layout_splits(who.layout, want.name())) continue;
     uint64_t sum = 0;
     for (const auto& [r, sums] : replica) sum += sums.at(want.name());
     if (sum != want.checksum()) {

@@ -171,4 +171,14 @@ Result<std::vector<TensorSlice>> LayoutRules::declared_slices(
   return out;
 }
 
+Result<std::vector<TensorSlice>> DeclaredSliceCache::get(const std::string& tensor,
+                                                         const std::vector<int64_t>& shape) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto key = std::make_pair(tensor, shape);
+  if (const auto it = known_.find(key); it != known_.end()) return it->second;
+  ASSIGN_OR_RETURN(std::vector<TensorSlice> slices, rules_.declared_slices(tensor, shape));
+  known_.emplace(std::move(key), slices);
+  return slices;
+}
+
 }  // namespace weightcast

@@ -18,7 +18,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <regex>
 #include <string>
 #include <vector>
@@ -68,6 +70,20 @@ class LayoutRules {
     std::vector<Rule> rules;
   };
   std::vector<Compiled> layouts_;
+};
+
+// LayoutRules::declared_slices remembered by tensor name and shape: the rules are regexes,
+// matched once per tensor rather than at every version. Safe from several threads.
+class DeclaredSliceCache {
+ public:
+  explicit DeclaredSliceCache(LayoutRules rules) : rules_(std::move(rules)) {}
+  Result<std::vector<TensorSlice>> get(const std::string& tensor,
+                                       const std::vector<int64_t>& shape);
+
+ private:
+  LayoutRules rules_;
+  std::mutex mu_;
+  std::map<std::pair<std::string, std::vector<int64_t>>, std::vector<TensorSlice>> known_;
 };
 
 }  // namespace weightcast

@@ -64,9 +64,9 @@ Result<std::unique_ptr<Publisher>> Publisher::start(const proto::GroupConfig& co
   if (!config.layouts().empty()) {
     // Every manifest carries the checksums of the slices engine ranks hold (DESIGN §3).
     ASSIGN_OR_RETURN(LayoutRules rules, LayoutRules::compile(config));
-    journal.declared_slices = [rules = std::make_shared<const LayoutRules>(std::move(rules))](
+    journal.declared_slices = [cache = std::make_shared<DeclaredSliceCache>(std::move(rules))](
                                   const std::string& name, const std::vector<int64_t>& shape) {
-      return rules->declared_slices(name, shape);
+      return cache->get(name, shape);
     };
   }
   Publisher* self = p.get();

@@ -235,7 +235,7 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
     }
   } else if (written.ok()) {
     written = add_slice_checksums(version_bytes(current, advance), options_.declared_slices,
-                                  options_.pool, &manifest);
+                                  options_.pool, &manifest, tracked_sums(slice_changes_));
     if (advance != nullptr && advance->current_read) advance->current_read();
     if (written.ok()) {
       written = commit_step(layout_, staged, manifest, options_.before_head, before_commit);
@@ -315,8 +315,17 @@ Status JournalWriter::write_delta_step(const std::string& staged,
         current[i].bytes.size() / dtype_size(current[i].dtype) / kDefaultChunkElements + 1;
     (chunks >= 2 * threads ? large : small).push_back(i);
   }
+  slice_changes_ = track_slice_changes(
+      current, options_.declared_slices, head_manifest_,
+      [&](size_t i) { return !has_record(advance, i) && dtype_size(current[i].dtype) != 8; });
   const auto encode_one = [&](size_t i, ThreadPool* pool) {
     EncodeOptions e;
+    if (SliceChangeSums* sums = slice_changes_[i].get()) {
+      e.on_changes = [sums](uint64_t first, const uint32_t* positions, uint32_t n,
+                            const uint8_t* old_chunk, const uint8_t* new_chunk) {
+        sums->add(first, positions, n, old_chunk, new_chunk);
+      };
+    }
     e.name = current[i].name;
     e.dtype = current[i].dtype;
     e.base_version = manifest->base_version();

@@ -167,6 +167,8 @@ class JournalWriter {
   JournalLock lock_;
   std::optional<proto::JournalHead> head_;
   proto::StepManifest head_manifest_;
+  // The delta being written: its tensors' slice checksums followed change by change.
+  std::vector<std::unique_ptr<SliceChangeSums>> slice_changes_;
 };
 
 }  // namespace weightcast
