@@ -1,5 +1,6 @@
 #include "transport/fs/slice_checksums.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "codec/base/thread_pool.h"
@@ -83,21 +84,29 @@ SliceChangeSums::SliceChangeSums(std::vector<int64_t> shape, const std::vector<T
 
 void SliceChangeSums::add(uint64_t global_first, const uint32_t* positions, uint32_t n,
                           const uint8_t* old_chunk, const uint8_t* new_chunk) {
-  // Per slice, its runs that meet the chunk walked beside the ascending positions: no index
-  // arithmetic per change.
+  // Each change's term once, as prefix sums; then per slice, its runs that meet the chunk
+  // walked beside the ascending positions, each run adding a difference of two prefixes.
+  thread_local std::vector<uint64_t> prefix;
+  prefix.resize(size_t{n} + 1);
+  prefix[0] = 0;
+  for (uint32_t j = 0; j < n; ++j) {
+    uint64_t old_bits = 0, new_bits = 0;
+    std::memcpy(&old_bits, old_chunk + size_t{positions[j]} * elem_size_, elem_size_);
+    std::memcpy(&new_bits, new_chunk + size_t{positions[j]} * elem_size_, elem_size_);
+    prefix[j + 1] =
+        prefix[j] + checksum_change(global_first + positions[j], old_bits, new_bits, elem_size_);
+  }
   const uint64_t chunk_end = global_first + positions[n - 1] + 1;
   for (size_t k = 0; k < slices_.size(); ++k) {
     uint64_t sum = 0;
     uint32_t j = 0;
     for_each_slice_run(shape_, slices_[k], global_first, chunk_end, [&](const SliceRun& r) {
       const uint64_t begin = r.global - global_first, end = begin + r.count;
-      while (j < n && positions[j] < begin) ++j;
-      for (; j < n && positions[j] < end; ++j) {
-        uint64_t old_bits = 0, new_bits = 0;
-        std::memcpy(&old_bits, old_chunk + size_t{positions[j]} * elem_size_, elem_size_);
-        std::memcpy(&new_bits, new_chunk + size_t{positions[j]} * elem_size_, elem_size_);
-        sum += checksum_change(global_first + positions[j], old_bits, new_bits, elem_size_);
-      }
+      j = static_cast<uint32_t>(std::lower_bound(positions + j, positions + n, begin) - positions);
+      const auto stop =
+          static_cast<uint32_t>(std::lower_bound(positions + j, positions + n, end) - positions);
+      sum += prefix[stop] - prefix[j];
+      j = stop;
       return j < n;
     });
     if (sum != 0) change_[k].fetch_add(sum, std::memory_order_relaxed);
