@@ -89,10 +89,11 @@ class JournalSlices : public ::testing::Test {
     dir_ = nullptr;
   }
 
-  // A reader of part `part` of layout `l`: slices where the layout splits, whole elsewhere.
+  // A reader of part `part` of layout `l` of the journal at `root` (default: the suite's):
+  // slices where the layout splits, whole elsewhere, held in `storage`.
   std::unique_ptr<CatchUpReader> reader(const Layout& l, int64_t part,
                                         std::vector<std::vector<uint8_t>>* storage,
-                                        const JournalTestModel& model) {
+                                        const JournalTestModel& model, std::string root = "") {
     std::vector<ReaderDestination> d = model.destinations(storage);
     for (size_t i = 0; i < d.size(); ++i) {
       const TensorSlice s = slice_of(l, part, d[i].name, d[i].shape);
@@ -100,7 +101,7 @@ class JournalSlices : public ::testing::Test {
       d[i].bytes = (*storage)[i];
       d[i].slice = s;
     }
-    return std::make_unique<CatchUpReader>(dir_->path(), std::move(d));
+    return std::make_unique<CatchUpReader>(root.empty() ? dir_->path() : root, std::move(d));
   }
 
   // Empty when every destination holds the model's slice at `version`.
@@ -214,18 +215,11 @@ TEST_F(JournalSlices, AWrongSliceChecksumIsRefusedAndTheVersionBeforeHeld) {
   ASSERT_TRUE(write_manifest_file(layout.step(5), *m).ok());
   JournalTestModel shapes(kSeed);
   std::vector<std::vector<uint8_t>> storage;
-  std::vector<ReaderDestination> dests = shapes.destinations(&storage);
-  for (size_t i = 0; i < dests.size(); ++i) {
-    const TensorSlice s = slice_of(l, 1, dests[i].name, dests[i].shape);
-    storage[i].assign(slice_elements(dests[i].shape, s) * dtype_size(dests[i].dtype), 0xEE);
-    dests[i].bytes = storage[i];
-    dests[i].slice = s;
-  }
-  CatchUpReader forged_reader(copy.path(), std::move(dests));
-  ASSERT_TRUE(forged_reader.catch_up(4).ok());
-  auto report = forged_reader.catch_up(5);
+  auto forged_reader = reader(l, 1, &storage, shapes, copy.path());
+  ASSERT_TRUE(forged_reader->catch_up(4).ok());
+  auto report = forged_reader->catch_up(5);
   ASSERT_FALSE(report.ok());
-  EXPECT_EQ(forged_reader.held(), std::optional<uint64_t>(4));
+  EXPECT_EQ(forged_reader->held(), std::optional<uint64_t>(4));
   EXPECT_NE(report.status().message().find("layers.0.attn.q_proj.weight"), std::string::npos)
       << report.status().message();
   EXPECT_EQ(mismatch(l, 1, storage, 4), "");
@@ -265,15 +259,7 @@ TEST_F(JournalSlices, ACorruptSliceOfAnAnchorFallsBackToTheAnchorBefore) {
   }
   JournalTestModel shapes(kSeed);
   std::vector<std::vector<uint8_t>> storage;
-  std::vector<ReaderDestination> dests = shapes.destinations(&storage);
-  for (size_t i = 0; i < dests.size(); ++i) {
-    const TensorSlice s = slice_of(l, 1, dests[i].name, dests[i].shape);
-    storage[i].assign(slice_elements(dests[i].shape, s) * dtype_size(dests[i].dtype), 0xEE);
-    dests[i].bytes = storage[i];
-    dests[i].slice = s;
-  }
-  CatchUpReader r(copy.path(), std::move(dests));
-  auto report = r.catch_up();
+  auto report = reader(l, 1, &storage, shapes, copy.path())->catch_up();
   ASSERT_TRUE(report.ok()) << report.status().to_string();
   ASSERT_FALSE(report->fallbacks.empty());
   EXPECT_NE(report->fallbacks[0].find("slice [2:4, 0:33, 0:17]"), std::string::npos)
