@@ -286,14 +286,7 @@ Status parse_ranks(const Reader& r, const YAML::Node& n, proto::GroupConfig& cfg
     if (e["host"].IsDefined()) {
       ASSIGN_OR_RETURN(*rank->mutable_host(), r.str(e["host"], child(f, "host")));
     }
-    if (e["layout"].IsDefined()) {
-      ASSIGN_OR_RETURN(*rank->mutable_layout(), r.str(e["layout"], child(f, "layout")));
-    }
-    ASSIGN_OR_RETURN(uint64_t part, r.uint_field(e, f, "part", 0, 0, kU32Max));
-    rank->set_part(static_cast<uint32_t>(part));
-    if (e["replica"].IsDefined()) {
-      ASSIGN_OR_RETURN(*rank->mutable_replica(), r.str(e["replica"], child(f, "replica")));
-    }
+    RETURN_IF_ERROR(parse_rank_layout(r, e, f, rank));
     if (e["key_file"].IsDefined() || curve) {
       ASSIGN_OR_RETURN(*rank->mutable_key_file(), r.path_field(e, f, "key_file"));
     }

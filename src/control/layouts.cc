@@ -56,6 +56,19 @@ Status parse_layouts_section(const YamlFieldReader& r, const YAML::Node& n, uint
   return ok_status();
 }
 
+Status parse_rank_layout(const YamlFieldReader& r, const YAML::Node& e, const std::string& f,
+                         proto::RankConfig* rank) {
+  if (e["layout"].IsDefined()) {
+    ASSIGN_OR_RETURN(*rank->mutable_layout(), r.str(e["layout"], child(f, "layout")));
+  }
+  ASSIGN_OR_RETURN(uint64_t part, r.uint_field(e, f, "part", 0, 0, UINT32_MAX));
+  rank->set_part(static_cast<uint32_t>(part));
+  if (e["replica"].IsDefined()) {
+    ASSIGN_OR_RETURN(*rank->mutable_replica(), r.str(e["replica"], child(f, "replica")));
+  }
+  return ok_status();
+}
+
 Status check_layout_ranks(const YamlFieldReader& r, const proto::GroupConfig& cfg) {
   std::map<std::string, uint32_t> parts;
   for (const auto& l : cfg.layouts()) parts[l.name()] = l.parts();

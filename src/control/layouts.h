@@ -36,6 +36,9 @@ namespace weightcast {
 // Parses the `layouts` section into cfg.layouts (names unique, parts >= 1, regexes valid).
 Status parse_layouts_section(const YamlFieldReader& r, const YAML::Node& n, uint64_t max_entries,
                              proto::GroupConfig& cfg);
+// A rank entry's `layout`, `part` and `replica` fields (`field` names the entry).
+Status parse_rank_layout(const YamlFieldReader& r, const YAML::Node& entry,
+                         const std::string& field, proto::RankConfig* rank);
 // After the ranks: a rank naming a layout is a subscriber, the layout exists, its part is one
 // of the layout's, and every replica of a layout has each part exactly once.
 Status check_layout_ranks(const YamlFieldReader& r, const proto::GroupConfig& cfg);
