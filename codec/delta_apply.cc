@@ -12,6 +12,7 @@
 #include "codec/delta_kernels.h"
 #include "codec/host_codec.h"
 #include "codec/slice_checksum.h"
+#include "codec/tensor_bytes.h"
 #include "codec/value_packing.h"
 
 namespace weightcast {
@@ -211,8 +212,7 @@ Result<ApplyRequest> check_slice_request(const DeltaRecordView& record, const Te
                             "' is a slice in CUDA memory; slices are applied in host memory");
   }
   RETURN_IF_ERROR(check_slice(h.name, d.shape, d.slice));
-  uint64_t tensor_elements = 1;
-  for (const int64_t e : d.shape) tensor_elements *= static_cast<uint64_t>(e);
+  ASSIGN_OR_RETURN(const uint64_t tensor_elements, shape_numel(d.shape, who));
   if (tensor_elements != h.tensor_elements) {
     return invalid_argument(who + ": the slice is of a tensor of " +
                             std::to_string(tensor_elements) + " elements but the delta's has " +

@@ -1,7 +1,7 @@
 // C() (checksum.h) over slices of a tensor (tensor_slice.h): what a rank holding a slice
 // checks and what the ranks that publish a sharded tensor give each engine rank to verify
-// against (../shared/DESIGN.md §3 "Shards verify locally"). C() sums over global indices, so
-// the checksum of a slice is the sum of its runs' and the shares of several owners add up.
+// against (docs/DECISIONS.md "Sharded tensors"). C() sums over global indices, so the
+// checksum of a slice is the sum of its runs' and the shares of several owners add up.
 #pragma once
 
 #include <cstdint>

@@ -218,16 +218,15 @@ void for_each_slice_run(const std::vector<int64_t>& shape, const TensorSlice& sl
 
 SliceLocator::SliceLocator(const std::vector<int64_t>& shape, const TensorSlice& slice)
     : shape_(shape), strides_(strides_of(shape)), slice_(slice) {
-  bool any = false;
-  for_each_slice_run(shape_, slice_, [&](const SliceRun& r) {
-    if (!any) first_ = r.global;
-    any = true;
-    end_ = r.global + r.count;
-    return slice_.kind == TensorSlice::Kind::kFlat;  // a box's last run is found below
-  });
-  if (any && slice_.kind == TensorSlice::Kind::kBox) {
-    const BoxRuns runs(shape_, slice_);
-    end_ = runs.global(slice_, runs.count - 1) + runs.length;
+  if (slice_elements(shape_, slice_) > 0) {
+    if (slice_.kind == TensorSlice::Kind::kFlat) {
+      first_ = slice_.begin;
+      end_ = slice_.end;
+    } else {
+      const BoxRuns runs(shape_, slice_);
+      first_ = runs.global(slice_, 0);
+      end_ = runs.global(slice_, runs.count - 1) + runs.length;
+    }
   }
   one_run_ = end_ - first_ == slice_elements(shape_, slice_);
 }

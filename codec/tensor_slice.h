@@ -1,7 +1,6 @@
 // A rank's share of one tensor: what a sharded publisher rank owns, or what an engine rank
-// holds (../shared/DESIGN.md §3 "Shards verify locally"; docs/DECISIONS.md "Sharded
-// tensors"). Everything is in the global tensor's row-major flat index space, the space of
-// the records' positions and of the checksum C() (checksum.h).
+// holds (docs/DECISIONS.md "Sharded tensors"). Everything is in the global tensor's row-major
+// flat index space, the space of the records' positions and of the checksum C() (checksum.h).
 //
 // Two kinds:
 //  * a box: an offset and a size along every dimension of the global shape (tensor or expert

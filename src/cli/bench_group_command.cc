@@ -11,6 +11,7 @@
 #include "src/cli/commands.h"
 #include "src/cli/number_flags.h"
 #include "src/control/group_config.h"
+#include "src/control/group_init.h"
 
 namespace weightcast::cli {
 namespace {
@@ -186,11 +187,9 @@ void register_bench_group(CLI::App& bench, int& exit_code) {
       ->capture_default_str();
   g->add_flag("--json", *json_out, "Print one JSON object (default: tables)");
   g->callback([cfg, json_out, check, checked, no_reference, &exit_code] {
-    if (cfg->subscribers % cfg->tensor_parallel != 0) {
-      throw CLI::ValidationError("--tensor-parallel", std::to_string(cfg->subscribers) +
-                                                          " subscribers are not whole replicas "
-                                                          "of tensor parallel size " +
-                                                          std::to_string(cfg->tensor_parallel));
+    if (const std::string why = tensor_parallel_refusal(cfg->subscribers, cfg->tensor_parallel);
+        !why.empty()) {
+      throw CLI::ValidationError("--tensor-parallel", why);
     }
     cfg->codec_reference = !*no_reference;
     cfg->log = [](const std::string& line) {

@@ -104,12 +104,10 @@ void register_init(CLI::App* group, int& exit_code) {
       ->check(number_in<uint32_t>(0, 86400000));
   init->add_flag("--force", o->overwrite, "Replace an existing group.yaml (keys are kept)");
   init->callback([o, &exit_code] {
-    if (o->tensor_parallel > 1 && o->subscribers % o->tensor_parallel != 0) {
-      // A bad command line (exit 2), not a failed command.
-      throw CLI::ValidationError("--tensor-parallel", std::to_string(o->subscribers) +
-                                                          " subscribers are not whole replicas "
-                                                          "of tensor parallel size " +
-                                                          std::to_string(o->tensor_parallel));
+    // A bad command line (exit 2), not a failed command.
+    if (const std::string why = tensor_parallel_refusal(o->subscribers, o->tensor_parallel);
+        !why.empty()) {
+      throw CLI::ValidationError("--tensor-parallel", why);
     }
     auto r = init_group(*o);
     if (!r.ok()) {

@@ -41,6 +41,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -182,7 +183,11 @@ class CoordinatorState {
   std::vector<OutgoingMessage> move_to_catch_up(Member& member, const std::string& reason,
                                                 bool from_anchor);
   std::vector<OutgoingMessage> try_commit(TimePoint now);
-  std::string check_checksums(const proto::Offer& offer, const proto::Ack& ack) const;
+  // Why the ack's checksums are not the offer's (empty when they are). Tensors `deferred`
+  // names are not compared: their acked checksums go to *deferred_out.
+  std::string check_checksums(const proto::Offer& offer, const proto::Ack& ack,
+                              const std::function<bool(const std::string&)>& deferred = {},
+                              std::map<std::string, uint64_t>* deferred_out = nullptr) const;
   // For a layout rank's ack: its checksums of tensors held whole equal the offer's, and once
   // every part of its replica acked, the replica's slice checksums of each split tensor add
   // up to the offer's. Empty when they do (or the replica is not complete yet).

@@ -76,8 +76,10 @@ std::vector<OutgoingMessage> CoordinatorState::on_offer(const proto::Offer& offe
   return out;
 }
 
-std::string CoordinatorState::check_checksums(const proto::Offer& offer,
-                                              const proto::Ack& ack) const {
+std::string CoordinatorState::check_checksums(
+    const proto::Offer& offer, const proto::Ack& ack,
+    const std::function<bool(const std::string&)>& deferred,
+    std::map<std::string, uint64_t>* deferred_out) const {
   if (offer.checksums().empty()) return "";  // a version the coordinator has no manifest of
   if (ack.checksums_size() != offer.checksums_size()) {
     return "acked " + std::to_string(ack.checksums_size()) + " checksums, the version has " +
@@ -89,7 +91,9 @@ std::string CoordinatorState::check_checksums(const proto::Offer& offer,
   for (const auto& want : offer.checksums()) {
     auto it = acked.find(want.name());
     if (it == acked.end()) return "tensor '" + want.name() + "' missing from the ack";
-    if (it->second != want.checksum()) {
+    if (deferred && deferred(want.name())) {
+      (*deferred_out)[want.name()] = it->second;
+    } else if (it->second != want.checksum()) {
       return "checksum of tensor '" + want.name() + "' does not match";
     }
   }
@@ -109,18 +113,10 @@ std::string CoordinatorState::check_replica(VersionRecord& record, uint32_t rank
   const proto::Offer& offer = record.offer;
   if (offer.checksums().empty() || !settings_.layout_rules) return "";
   const auto& who = settings_.layout_ranks.at(rank);
-  std::map<std::string, uint64_t> acked;
-  for (const auto& c : ack.checksums()) acked[c.name()] = c.checksum();
-  std::map<std::string, uint64_t> split;
-  for (const auto& want : offer.checksums()) {
-    auto it = acked.find(want.name());
-    if (it == acked.end()) return "tensor '" + want.name() + "' missing from the ack";
-    if (layout_splits(who.layout, want.name())) {
-      split[want.name()] = it->second;
-    } else if (it->second != want.checksum()) {
-      return "checksum of tensor '" + want.name() + "' does not match";
-    }
-  }
+  std::map<std::string, uint64_t> split;  // the acked checksums of the tensors the layout splits
+  const std::string whole = check_checksums(
+      offer, ack, [&](const std::string& name) { return layout_splits(who.layout, name); }, &split);
+  if (!whole.empty()) return whole;
   const std::string key = who.layout + "/" + who.replica;
   auto& replica = record.slice_acks[key];
   replica[rank] = std::move(split);

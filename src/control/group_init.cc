@@ -19,14 +19,20 @@ Result<uint16_t> free_loopback_port() {
   return listener.port;
 }
 
+std::string tensor_parallel_refusal(uint32_t subscribers, uint32_t tensor_parallel) {
+  if (tensor_parallel <= 1 || subscribers % tensor_parallel == 0) return "";
+  return std::to_string(subscribers) +
+         " subscribers are not whole replicas of tensor parallel size " +
+         std::to_string(tensor_parallel);
+}
+
 Result<GroupInitResult> init_group(const GroupInitOptions& o) {
   namespace fs = std::filesystem;
   if (o.dir.empty()) return invalid_argument("group init: no directory given");
   if (o.publishers == 0) return invalid_argument("group init: a group needs a publisher");
-  if (o.tensor_parallel > 1 && o.subscribers % o.tensor_parallel != 0) {
-    return invalid_argument("group init: " + std::to_string(o.subscribers) +
-                            " subscribers are not whole replicas of tensor parallel size " +
-                            std::to_string(o.tensor_parallel));
+  if (const std::string why = tensor_parallel_refusal(o.subscribers, o.tensor_parallel);
+      !why.empty()) {
+    return invalid_argument("group init: " + why);
   }
   const uint64_t max_ranks = GroupConfigLimits{}.max_ranks;
   if (uint64_t{1} + o.publishers + o.subscribers > max_ranks) {

@@ -58,6 +58,10 @@ inline constexpr TensorParallelRule kTensorParallelRules[] = {
     {R"(.*(embed_tokens|lm_head)\.weight)", 0},
 };
 
+// Why `subscribers` cannot be the ranks of whole replicas of that tensor parallel size (empty
+// when they can): what `group init`, the demo and `bench group` refuse.
+std::string tensor_parallel_refusal(uint32_t subscribers, uint32_t tensor_parallel);
+
 struct GroupInitResult {
   std::string config_path;
   std::string journal_root;

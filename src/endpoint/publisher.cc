@@ -62,7 +62,8 @@ Result<std::unique_ptr<Publisher>> Publisher::start(const proto::GroupConfig& co
   }
   journal.log = p->options_.log;
   if (!config.layouts().empty()) {
-    // Every manifest carries the checksums of the slices engine ranks hold (DESIGN §3).
+    // Every manifest carries the checksums of the slices engine ranks hold
+    // (docs/DECISIONS.md "Sharded tensors").
     ASSIGN_OR_RETURN(LayoutRules rules, LayoutRules::compile(config));
     journal.declared_slices = [cache = std::make_shared<DeclaredSliceCache>(std::move(rules))](
                                   const std::string& name, const std::vector<int64_t>& shape) {

@@ -32,7 +32,8 @@ Subscriber::~Subscriber() {
   stop();
 }
 
-Status Subscriber::register_tensor(const TensorRef& destination) {
+Status Subscriber::add_destination(const TensorRef& destination,
+                                   std::optional<SliceDestination> slice) {
   RETURN_IF_ERROR(check_stageable(destination));
   if (link_) {
     return failed_precondition("tensor '" + destination.name + "' registered after connect()");
@@ -42,6 +43,12 @@ Status Subscriber::register_tensor(const TensorRef& destination) {
       return invalid_argument("tensor '" + destination.name + "' registered twice");
     }
   }
+  tensors_.push_back(destination);
+  slices_.push_back(std::move(slice));
+  return ok_status();
+}
+
+Status Subscriber::register_tensor(const TensorRef& destination) {
   if (layout_rules_) {
     ASSIGN_OR_RETURN(const TensorSlice slice, slice_of(destination.name, destination.shape));
     if (slice != TensorSlice::whole(destination.shape)) {
@@ -51,9 +58,7 @@ Status Subscriber::register_tensor(const TensorRef& destination) {
           "; register it with register_slice and the tensor's global shape");
     }
   }
-  tensors_.push_back(destination);
-  slices_.emplace_back();
-  return ok_status();
+  return add_destination(destination, std::nullopt);
 }
 
 Status Subscriber::connect() {

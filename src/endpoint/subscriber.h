@@ -126,6 +126,8 @@ class Subscriber {
 
  private:
   Subscriber(proto::GroupConfig config, SubscriberOptions options);
+  // Registration's common part: a stageable destination, before connect(), a new name.
+  Status add_destination(const TensorRef& destination, std::optional<SliceDestination> slice);
   void on_message(const proto::Envelope& message);
   void worker();
   void attempt(uint64_t target);

@@ -102,7 +102,6 @@ Status Subscriber::register_slice(const TensorRef& destination,
     return invalid_argument("tensor '" + destination.name +
                             "': slices are held in host memory for now, not CUDA memory");
   }
-  RETURN_IF_ERROR(check_stageable(destination));
   if (destination.numel() != slice_elements(global_shape, slice)) {
     return invalid_argument(
         "tensor '" + destination.name + "': the destination has " +
@@ -110,17 +109,7 @@ Status Subscriber::register_slice(const TensorRef& destination,
         " (part " + std::to_string(rank_config_->part()) + " of layout '" + rank_config_->layout() +
         "') holds " + std::to_string(slice_elements(global_shape, slice)));
   }
-  if (link_) {
-    return failed_precondition("tensor '" + destination.name + "' registered after connect()");
-  }
-  for (const auto& t : tensors_) {
-    if (t.name == destination.name) {
-      return invalid_argument("tensor '" + destination.name + "' registered twice");
-    }
-  }
-  tensors_.push_back(destination);
-  slices_.emplace_back(SliceDestination{global_shape, slice});
-  return ok_status();
+  return add_destination(destination, SliceDestination{global_shape, slice});
 }
 
 }  // namespace weightcast

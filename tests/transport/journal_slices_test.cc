@@ -132,13 +132,14 @@ TEST_F(JournalSlices, ManifestsCarryEveryDeclaredSlicesChecksum) {
     auto m = read_manifest_file(JournalLayout(dir_->path()).manifest(v));
     ASSERT_TRUE(m.ok()) << m.status().to_string();
     const auto tensors = model.tensors();
+    const SliceChecksumIndex index(*m);
     size_t expected_entries = 0;
     for (size_t i = 0; i < tensors.size(); ++i) {
       auto slices = declared(tensors[i].name, tensors[i].shape);
       expected_entries += slices->size();
       uint64_t sum = 0;
       for (const TensorSlice& s : *slices) {
-        const proto::SliceChecksum* entry = find_slice_checksum(*m, tensors[i].name, s);
+        const proto::SliceChecksum* entry = index.find(tensors[i].name, s);
         ASSERT_NE(entry, nullptr) << tensors[i].name << " " << describe_slice(s) << " v" << v;
         const size_t es = dtype_size(tensors[i].dtype);
         const auto bytes = gather(model.bytes(i), tensors[i].shape, s, es);

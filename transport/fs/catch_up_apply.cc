@@ -76,7 +76,6 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
     }
     records.emplace_back(i, std::move(*record));
   }
-
   if (records.empty()) {
     held_ = version;
     return ok_status();

@@ -236,6 +236,7 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
   } else if (written.ok()) {
     written = add_slice_checksums(version_bytes(current, advance), options_.declared_slices,
                                   options_.pool, &manifest, tracked_sums(slice_changes_));
+    slice_changes_.clear();
     if (advance != nullptr && advance->current_read) advance->current_read();
     if (written.ok()) {
       written = commit_step(layout_, staged, manifest, options_.before_head, before_commit);

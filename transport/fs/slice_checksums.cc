@@ -12,13 +12,12 @@ namespace weightcast {
 Status add_slice_checksums(std::span<const TensorBytesView> tensors, const DeclaredSlices& declared,
                            ThreadPool* pool, proto::StepManifest* manifest,
                            std::span<const std::optional<std::vector<uint64_t>>> known) {
-  const auto is_known = [&](size_t i) { return i < known.size() && known[i].has_value(); };
   if (!declared) return ok_status();
   std::vector<std::vector<TensorSlice>> slices(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorBytesView& t = tensors[i];
     ASSIGN_OR_RETURN(slices[i], declared(t.name, t.shape));
-    if (slices[i].empty() || is_known(i)) continue;
+    if (slices[i].empty() || (i < known.size() && known[i])) continue;
     ASSIGN_OR_RETURN(const uint64_t n, shape_numel(t.shape, "tensor '" + t.name + "'"));
     if (t.bytes.size() != n * dtype_size(t.dtype)) {
       return invalid_argument("tensor '" + t.name + "': the checksums of the slices engine " +
@@ -30,7 +29,7 @@ Status add_slice_checksums(std::span<const TensorBytesView> tensors, const Decla
   const auto one = [&](size_t i) {
     const TensorBytesView& t = tensors[i];
     const size_t es = dtype_size(t.dtype);
-    if (is_known(i) && known[i]->size() == slices[i].size()) {
+    if (i < known.size() && known[i]) {
       sums[i] = *known[i];
       return;
     }
@@ -151,15 +150,6 @@ std::vector<std::optional<std::vector<uint64_t>>> tracked_sums(
     if (tracked[i]) out[i] = tracked[i]->sums();
   }
   return out;
-}
-
-const proto::SliceChecksum* find_slice_checksum(const proto::StepManifest& manifest,
-                                                const std::string& tensor,
-                                                const TensorSlice& slice) {
-  for (const auto& entry : manifest.slice_checksums()) {
-    if (entry.tensor() == tensor && slice_from_proto(entry.slice()) == slice) return &entry;
-  }
-  return nullptr;
 }
 
 }  // namespace weightcast

@@ -1,8 +1,9 @@
 // The slice checksums of a step's manifest (journal.proto SliceChecksum): for every tensor,
 // C() of each slice that an engine layout of the group cuts from it (src/control/layouts.h),
-// so that an engine rank holding only that slice verifies a version on its own (DESIGN §3
-// "Shards verify locally"). Computed by the writer from the version's bytes, one pass over a
-// tensor per distinct slice layout.
+// so that an engine rank holding only that slice verifies a version on its own
+// (docs/DECISIONS.md "Sharded tensors"). The writer follows them from the head version's
+// through the encoder's changes (SliceChangeSums), or else computes them from the version's
+// bytes, one pass over a tensor per distinct slice.
 #pragma once
 
 #include <atomic>
@@ -31,9 +32,9 @@ using DeclaredSlices = std::function<Result<std::vector<TensorSlice>>(
 
 // Appends to manifest->slice_checksums, for each tensor and each of its declared slices, C()
 // of that slice: known[i] when given (the checksums of tensor i's declared slices, in their
-// order, kept up to date by a SliceChangeSums), else computed from `tensors[i]`'s bytes (the
-// version's, contiguous host bytes; a tensor with declared slices whose bytes are not given
-// is refused by name). Runs on `pool` when given.
+// order, kept up to date by a SliceChangeSums: one per declared slice), else computed from
+// `tensors[i]`'s bytes (the version's, contiguous host bytes; a tensor with declared slices whose
+// bytes are not given is refused by name). Runs on `pool` when given.
 [[nodiscard]] Status add_slice_checksums(
     std::span<const TensorBytesView> tensors, const DeclaredSlices& declared, ThreadPool* pool,
     proto::StepManifest* manifest,
@@ -83,11 +84,5 @@ class SliceChecksumIndex {
  private:
   std::unordered_map<std::string, std::vector<const proto::SliceChecksum*>> by_tensor_;
 };
-
-// The entry of `manifest` for `slice` of `tensor`; nullptr when it has none (one lookup: a
-// reader of many tensors builds a SliceChecksumIndex).
-const proto::SliceChecksum* find_slice_checksum(const proto::StepManifest& manifest,
-                                                const std::string& tensor,
-                                                const TensorSlice& slice);
 
 }  // namespace weightcast
