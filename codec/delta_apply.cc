@@ -233,6 +233,7 @@ Result<ApplyRequest> check_slice_request(const DeltaRecordView& record, const Te
                        return true;
                      });
   req.whole = req.count == h.range_elements;
+  if (o.caller_verifies) return req;  // no expected checksums: the caller checks the sum
   if (!req.whole && (!o.part_base_checksum || !o.part_target_checksum)) {
     return invalid_argument(who + ": slice " + describe_slice(d.slice) + " holds " +
                             std::to_string(req.count) + " of the delta's " +
@@ -305,16 +306,21 @@ Result<ApplyReport> apply_delta_host(const DeltaRecordView& record, const Tensor
   const uint64_t expected_base = req.expected_base;
   const uint64_t expected_target = req.expected_target;
 
+  if (o.caller_verifies && o.dest_slice == nullptr) {
+    return invalid_argument(who + ": an apply the caller verifies takes a slice destination");
+  }
   uint64_t current = 0;
-  if (o.current_checksum) {
-    current = *o.current_checksum;
+  if (o.current_checksum || o.caller_verifies) {
+    current = o.current_checksum.value_or(0);
   } else if (o.dest_slice != nullptr) {
     ASSIGN_OR_RETURN(current, slice_checksum(dest, *o.dest_slice, h.range_offset,
                                              h.range_offset + h.range_elements));
   } else {
     ASSIGN_OR_RETURN(current, checksum_view_host(dest, first, o.pool));
   }
-  if (current != expected_base) return base_mismatch(h, current, expected_base);
+  if (!o.caller_verifies && current != expected_base) {
+    return base_mismatch(h, current, expected_base);
+  }
 
   const ChunkApplier applier(record, dest, first, o.dest_slice);
   const uint32_t c0 = applier.first_chunk(), c1 = applier.end_chunk();
@@ -333,7 +339,7 @@ Result<ApplyReport> apply_delta_host(const DeltaRecordView& record, const Tensor
     failure = data_loss(who + ": the record claims " + std::to_string(h.changed) +
                         " changed elements but its chunks hold " + std::to_string(report.changed));
   }
-  if (failure.ok() && report.checksum != expected_target) {
+  if (failure.ok() && !o.caller_verifies && report.checksum != expected_target) {
     failure = target_mismatch(h, report.checksum, expected_target);
   }
   if (!failure.ok()) {

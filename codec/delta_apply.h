@@ -60,6 +60,11 @@ struct ApplyOptions {
   // the record's range.
   std::optional<uint64_t> part_base_checksum;
   std::optional<uint64_t> part_target_checksum;
+  // With dest_slice, for several records into one slice (a tensor several publisher ranks
+  // wrote in ranges): no base or target check here; ApplyReport::checksum is current_checksum
+  // (0 when unset, nothing is read) plus the change of C() this apply made, and the caller
+  // compares the sum over the records with the slice's target, reverting all on a mismatch.
+  bool caller_verifies = false;
   ThreadPool* pool = nullptr;
   // When set, a successful apply fills it so that revert_delta can undo it later (after
   // another tensor of the same version failed).

@@ -169,10 +169,17 @@ std::string describe_slice(const TensorSlice& slice) {
   if (slice.kind == TensorSlice::Kind::kFlat) {
     return "elements [" + std::to_string(slice.begin) + ", " + std::to_string(slice.end) + ")";
   }
+  // Any box is described, a malformed one too (check_slice names it): offsets and sizes of
+  // different lengths, or an end past int64.
+  if (slice.offsets.size() != slice.sizes.size()) {
+    return "offsets " + shape_text(slice.offsets) + " sizes " + shape_text(slice.sizes);
+  }
   std::string s = "[";
   for (size_t e = 0; e < slice.offsets.size(); ++e) {
+    int64_t end = 0;
+    const bool overflow = __builtin_add_overflow(slice.offsets[e], slice.sizes[e], &end);
     s += (e ? ", " : "") + std::to_string(slice.offsets[e]) + ":" +
-         std::to_string(slice.offsets[e] + slice.sizes[e]);
+         (overflow ? "+" + std::to_string(slice.sizes[e]) : std::to_string(end));
   }
   return s + "]";
 }

@@ -11,6 +11,7 @@
 #include "transport/fs/catch_up_reader.h"
 #include "transport/fs/delta_step.h"
 #include "transport/fs/journal_files.h"
+#include "transport/fs/range_records.h"
 
 namespace weightcast {
 
@@ -167,6 +168,25 @@ Result<nlohmann::json> journal_inspect(const std::string& root, std::optional<ui
         j["bytes"] = t.bytes();
       }
       if (t.changed()) j["changed_elements"] = t.changed_elements();
+      if (!t.ranges().empty()) {  // written by several publisher ranks
+        j.erase("part");
+        j.erase("offset");
+        j.erase("bytes");
+        j["ranges"] = nlohmann::json::array();
+        for (const auto& r : t.ranges()) {
+          nlohmann::json jr{{"rank", r.rank()},
+                            {"range_offset", r.range_offset()},
+                            {"range_elements", r.range_elements()},
+                            {"checksum", r.checksum()}};
+          if (r.changed()) {
+            jr["changed_elements"] = r.changed_elements();
+            jr["part"] = r.part();
+            jr["offset"] = r.offset();
+            jr["bytes"] = r.bytes();
+          }
+          j["ranges"].push_back(jr);
+        }
+      }
       out["tensors"].push_back(j);
     }
   }
@@ -188,13 +208,17 @@ void verify_delta_dir(const std::string& dir, std::vector<std::string>* problems
       problems->push_back(bytes.status().message());
       continue;
     }
+    const auto check = [&](const std::string& what, uint64_t offset, uint64_t size) {
+      auto record = parse_delta_record(std::span<const uint8_t>(*bytes).subspan(offset, size));
+      if (!record.ok()) problems->push_back(dir + ": " + what + ": " + record.status().message());
+    };
     for (const auto& t : m->tensors()) {
-      if (!t.changed() || t.part() != static_cast<uint32_t>(p)) continue;
-      auto record =
-          parse_delta_record(std::span<const uint8_t>(*bytes).subspan(t.offset(), t.bytes()));
-      if (!record.ok()) {
-        problems->push_back(dir + ": record of '" + t.name() + "': " + record.status().message());
+      for (const auto& r : t.ranges()) {  // a tensor several publisher ranks wrote
+        if (!r.changed() || r.part() != static_cast<uint32_t>(p)) continue;
+        check("record of '" + t.name() + "' " + describe_range(r), r.offset(), r.bytes());
       }
+      if (!t.ranges().empty() || !t.changed() || t.part() != static_cast<uint32_t>(p)) continue;
+      check("record of '" + t.name() + "'", t.offset(), t.bytes());
     }
   }
 }

@@ -177,6 +177,14 @@ TEST(TensorSlice, CheckSliceRefusesSlicesOutsideTheTensorByName) {
   EXPECT_FALSE(check_slice("w", shape, TensorSlice::flat(30, 33)).ok());
   EXPECT_FALSE(check_slice("w", shape, TensorSlice::flat(5, 4)).ok());
   EXPECT_TRUE(check_slice("w", shape, TensorSlice::flat(32, 32)).ok());
+  // Malformed boxes from a manifest are named, not read past their ends.
+  const Status lengths = check_slice("w", shape, TensorSlice::box({0, 0}, {8}));
+  EXPECT_NE(lengths.message().find("offsets [0, 0] sizes [8]"), std::string::npos)
+      << lengths.message();
+  const Status huge = check_slice("w", shape, TensorSlice::box({INT64_MAX, 0}, {INT64_MAX, 4}));
+  EXPECT_NE(huge.message().find(":+9223372036854775807, 0:4] leaves the tensor"),
+            std::string::npos)
+      << huge.message();
 }
 
 RankSlice owned(uint32_t rank, TensorSlice slice, std::vector<int64_t> shape = {8, 6},

@@ -218,6 +218,34 @@ std::vector<std::vector<uint8_t>> make_journal_files_seeds() {
   flat->mutable_slice()->set_end(2000);
   flat->set_checksum(0x5678);
   add_both_forms(JournalFileKind::kManifest, sliced, &seeds);
+  // A delta two publisher ranks wrote: the embedding (64 x 40) in three range records, the
+  // middle one unchanged (docs/FORMATS.md "Range records").
+  proto::StepManifest ranged = delta();
+  proto::TensorState* t = ranged.mutable_tensors(0);
+  const struct {
+    uint32_t rank;
+    uint64_t first, count, base, sum, changed, offset, bytes;
+  } ranges[] = {{0, 0, 1000, 7, 11, 12, 0, 300},
+                {0, 1000, 500, 5, 5, 0, 0, 0},
+                {1, 1500, 1060, 9, 30, 20, 300, 300}};
+  uint64_t sum = 0, changed = 0;
+  for (const auto& r : ranges) {
+    proto::RangeRecord* e = t->add_ranges();
+    e->set_rank(r.rank);
+    e->set_range_offset(r.first);
+    e->set_range_elements(r.count);
+    e->set_base_checksum(r.base);
+    e->set_checksum(r.sum);
+    e->set_changed(r.changed != 0);
+    e->set_changed_elements(r.changed);
+    e->set_offset(r.offset);
+    e->set_bytes(r.bytes);
+    sum += r.sum;
+    changed += r.changed;
+  }
+  t->set_checksum(sum);
+  t->set_changed_elements(changed);
+  add_both_forms(JournalFileKind::kManifest, ranged, &seeds);
   proto::Lease lease;
   lease.set_holder("reader-7.node-3.12345");
   lease.set_version(40);

@@ -152,7 +152,9 @@ TEST_F(JournalSlices, ManifestsCarryEveryDeclaredSlicesChecksum) {
         sum += c;
       }
       // A layout's parts add up to the tensor's checksum (the third layout cuts 4 parts).
-      if (tensors[i].name == "quant.codes") EXPECT_EQ(sum, model.checksum(i));
+      if (tensors[i].name == "quant.codes") {
+        EXPECT_EQ(sum, model.checksum(i));
+      }
     }
     EXPECT_EQ(static_cast<size_t>(m->slice_checksums_size()), expected_entries) << "v" << v;
   }

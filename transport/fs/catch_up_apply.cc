@@ -11,6 +11,7 @@
 #include "transport/fs/catch_up_reader.h"
 #include "transport/fs/delta_step.h"
 #include "transport/fs/journal_files.h"
+#include "transport/fs/range_records.h"
 #include "transport/fs/slice_checksums.h"
 
 namespace weightcast {
@@ -58,23 +59,49 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
       }
       continue;
     }
-    if (!parts.contains(t.part())) {
-      ASSIGN_OR_RETURN(parts[t.part()], load_part(t.part()));
+    // Where a record lies and what it must say: the tensor's one record, or each changed
+    // range of a tensor several publisher ranks wrote (range_records.h).
+    const bool ranged = !t.ranges().empty();
+    const auto take = [&](uint32_t part, uint64_t offset, uint64_t size, uint64_t first,
+                          uint64_t count, uint64_t base, uint64_t target) -> Status {
+      if (!parts.contains(part)) {
+        ASSIGN_OR_RETURN(parts[part], load_part(part));
+      }
+      std::span<const uint8_t> bytes(parts[part]);
+      if (offset > bytes.size() || size > bytes.size() - offset) {
+        return data_loss(what + ": record of '" + t.name() + "' lies outside its part");
+      }
+      auto record = parse_delta_record(bytes.subspan(offset, size));
+      if (!record.ok()) {
+        return data_loss(what + ": record of '" + t.name() + "': " + record.status().message());
+      }
+      const DeltaRecordHeader& h = record->header;
+      if (h.name != t.name() || h.base_version != m.base_version() || h.target_version != version ||
+          h.target_checksum != target || record->record_bytes != size ||
+          (ranged &&
+           (h.range_offset != first || h.range_elements != count || h.base_checksum != base))) {
+        return data_loss(what + ": record of '" + t.name() + "' disagrees with the manifest");
+      }
+      records.emplace_back(i, std::move(*record));
+      return ok_status();
+    };
+    if (!ranged) {
+      RETURN_IF_ERROR(take(t.part(), t.offset(), t.bytes(), 0, 0, 0, t.checksum()));
+      continue;
     }
-    std::span<const uint8_t> bytes(parts[t.part()]);
-    if (t.offset() > bytes.size() || t.bytes() > bytes.size() - t.offset()) {
-      return data_loss(what + ": record of '" + t.name() + "' lies outside its part");
+    RETURN_IF_ERROR(check_ranged_destination(i, t, what));
+    // A slice reads only the records of the ranges its elements lie between.
+    std::optional<SliceLocator> span;
+    if (slices_[i]) span.emplace(slices_[i]->shape, slices_[i]->slice);
+    for (const auto& r : t.ranges()) {
+      if (!r.changed()) continue;
+      if (span && (r.range_offset() >= span->end() ||
+                   r.range_offset() + r.range_elements() <= span->first())) {
+        continue;
+      }
+      RETURN_IF_ERROR(take(r.part(), r.offset(), r.bytes(), r.range_offset(), r.range_elements(),
+                           r.base_checksum(), r.checksum()));
     }
-    auto record = parse_delta_record(bytes.subspan(t.offset(), t.bytes()));
-    if (!record.ok()) {
-      return data_loss(what + ": record of '" + t.name() + "': " + record.status().message());
-    }
-    const DeltaRecordHeader& h = record->header;
-    if (h.name != t.name() || h.base_version != m.base_version() || h.target_version != version ||
-        h.target_checksum != t.checksum() || record->record_bytes != t.bytes()) {
-      return data_loss(what + ": record of '" + t.name() + "' disagrees with the manifest");
-    }
-    records.emplace_back(i, std::move(*record));
   }
   if (records.empty()) {
     held_ = version;
@@ -100,6 +127,21 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
     if (a.dest_slice != nullptr) {
       a.part_base_checksum = checksums_[i];
       a.part_target_checksum = targets[i];
+    }
+    if (ranged(m, i) && a.dest_slice != nullptr) {
+      // The change each record makes to the slice; their sum is checked below.
+      a.part_base_checksum.reset();
+      a.part_target_checksum.reset();
+      a.current_checksum.reset();
+      a.caller_verifies = true;
+      done[k] = apply_delta(record, refs_[i], a);
+      return;
+    }
+    if (ranged(m, i)) {
+      // Its range's elements of the tensor, from the range's base (their sum was checked).
+      a.current_checksum = record.header.base_checksum;
+      done[k] = apply_delta(record, range_view(i, record.header), a);
+      return;
     }
     done[k] = apply_delta(record, refs_[i], a);
   };
@@ -127,15 +169,19 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
       failure = done[k]->status();
     }
   }
+  if (failure.ok()) failure = check_slice_sums(m, records, done, targets, what);
   if (failure.ok()) {
-    for (size_t k = 0; k < records.size(); ++k) checksums_[records[k].first] = (*done[k])->checksum;
+    for (size_t k = 0; k < records.size(); ++k) {
+      const size_t i = records[k].first;
+      checksums_[i] = ranged(m, i) ? targets[i] : (*done[k])->checksum;
+    }
     bytes_written_ += written;
     held_ = version;
     close_write_window();
     return ok_status();
   }
   const std::string base = std::to_string(m.base_version());
-  Status reverted = revert_applied(records, undo, done, &written);
+  Status reverted = revert_applied(m, records, undo, done, &written);
   bytes_written_ += written;
   if (!reverted.ok()) {
     held_.reset();  // the destinations are between versions: an anchor brings them back
@@ -150,7 +196,8 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
                     " tensors already applied were reverted: version " + base + " is held");
 }
 
-Status CatchUpReader::revert_applied(std::span<const std::pair<size_t, DeltaRecordView>> records,
+Status CatchUpReader::revert_applied(const proto::StepManifest& m,
+                                     std::span<const std::pair<size_t, DeltaRecordView>> records,
                                      std::span<const ApplyUndo> undo,
                                      std::span<const std::optional<Result<ApplyReport>>> done,
                                      uint64_t* written) {
@@ -164,21 +211,30 @@ Status CatchUpReader::revert_applied(std::span<const std::pair<size_t, DeltaReco
     }
     return ok_status();
   };
+  // A tensor of several range records is verified once, after the last of them that ran is
+  // reverted (records are reverted last first; a tensor's records are consecutive).
+  const auto last_of_tensor = [&](size_t k) {
+    for (size_t j = k; j-- > 0 && records[j].first == records[k].first;) {
+      if (done[j]) return false;
+    }
+    return true;
+  };
   for (size_t k = records.size(); k-- > 0;) {
     const auto& [i, record] = records[k];
     if (!done[k]) continue;  // never ran: untouched
     if (!done[k]->ok()) {
       // A tensor that failed reverted itself (apply_delta's contract); a CUDA error may have
       // kept it from doing so, which its checksum shows.
-      Status s = verify(i);
+      Status s = last_of_tensor(k) ? verify(i) : ok_status();
       if (!s.ok() && first_error.ok()) first_error = s;
       continue;
     }
     ApplyOptions a;
     a.pool = options_.pool;
     place(i, &a);
-    Status s = revert_delta(record, refs_[i], undo[k], a);
-    if (s.ok()) s = verify(i);
+    const bool range = ranged(m, i) && !slices_[i];  // a slice is reverted as it was applied
+    Status s = revert_delta(record, range ? range_view(i, record.header) : refs_[i], undo[k], a);
+    if (s.ok() && last_of_tensor(k)) s = verify(i);
     if (s.ok()) *written += (*done[k])->changed * refs_[i].element_size();
     if (!s.ok() && first_error.ok()) first_error = s;
   }
@@ -240,6 +296,63 @@ Result<uint64_t> CatchUpReader::current_checksum(size_t i) const {
                             "': a slice in CUDA memory is not supported by the journal reader");
   }
   return slice_checksum(refs_[i], *slices_[i]);
+}
+
+bool CatchUpReader::ranged(const proto::StepManifest& m, size_t i) {
+  return !m.tensors(static_cast<int>(i)).ranges().empty();
+}
+
+TensorRef CatchUpReader::range_view(size_t i, const DeltaRecordHeader& h) const {
+  const TensorRef& whole = refs_[i];
+  TensorRef v = TensorRef::contiguous(whole.name, whole.dtype,
+                                      whole.first_byte() + h.range_offset * whole.element_size(),
+                                      static_cast<int64_t>(h.range_elements));
+  v.memory = whole.memory;
+  v.device = whole.device;
+  return v;
+}
+
+Status CatchUpReader::check_slice_sums(const proto::StepManifest& m,
+                                       std::span<const std::pair<size_t, DeltaRecordView>> records,
+                                       std::span<const std::optional<Result<ApplyReport>>> done,
+                                       std::span<const uint64_t> targets,
+                                       const std::string& what) const {
+  std::map<size_t, uint64_t> sums;  // slices of tensors in ranges: held + the records' changes
+  for (size_t i = 0; i < refs_.size(); ++i) {
+    if (slices_[i] && ranged(m, i)) sums[i] = checksums_[i];
+  }
+  for (size_t k = 0; k < records.size(); ++k) {
+    const auto it = sums.find(records[k].first);
+    if (it != sums.end()) it->second += (*done[k])->checksum;
+  }
+  for (const auto& [i, sum] : sums) {
+    if (sum == targets[i]) continue;
+    return checksum_mismatch(what + ": tensor '" + refs_[i].name + "' slice " +
+                             describe_slice(slices_[i]->slice) +
+                             ": after applying its ranges' "
+                             "records the checksum is " +
+                             hex16(sum) + ", the version lists " + hex16(targets[i]));
+  }
+  return ok_status();
+}
+
+Status CatchUpReader::check_ranged_destination(size_t i, const proto::TensorState& t,
+                                               const std::string& what) const {
+  const std::string who =
+      what + ": tensor '" + t.name() + "' was written by several publisher ranks";
+  // A slice's result is checked as a sum (check_slice_sums); its held checksum is its own.
+  if (slices_[i]) return ok_status();
+  if (!refs_[i].is_contiguous()) {
+    return failed_precondition(who + "; its destination '" + refs_[i].name +
+                               "' is strided, and range records apply to contiguous ones");
+  }
+  const uint64_t base = ranges_base_checksum(t);
+  if (base != checksums_[i]) {
+    return failed_precondition(who + ": the destination holds checksum " + hex16(checksums_[i]) +
+                               ", the ranges start from " + hex16(base) +
+                               ": refusing to apply; it holds another version");
+  }
+  return ok_status();
 }
 
 void CatchUpReader::place(size_t i, ApplyOptions* options) const {

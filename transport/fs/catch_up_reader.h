@@ -157,6 +157,18 @@ class CatchUpReader {
   Result<uint64_t> current_checksum(size_t i) const;
   // The ApplyOptions part that says where destination i's elements are.
   void place(size_t i, ApplyOptions* options) const;
+  // Tensors several publisher ranks wrote (range_records.h): one record per changed range,
+  // each applied into its elements of a whole, contiguous destination.
+  static bool ranged(const proto::StepManifest& m, size_t i);
+  TensorRef range_view(size_t i, const DeltaRecordHeader& h) const;
+  Status check_ranged_destination(size_t i, const proto::TensorState& t,
+                                  const std::string& what) const;
+  // Slices of tensors in ranges: the held checksum plus every applied record's change must be
+  // the version's slice checksum (ApplyOptions::caller_verifies).
+  Status check_slice_sums(const proto::StepManifest& m,
+                          std::span<const std::pair<size_t, DeltaRecordView>> records,
+                          std::span<const std::optional<Result<ApplyReport>>> done,
+                          std::span<const uint64_t> targets, const std::string& what) const;
   Status load_anchor(uint64_t version);
   Status apply_delta_step(uint64_t version);
   using PartLoader = std::function<Result<std::vector<uint8_t>>(size_t index)>;
@@ -164,7 +176,8 @@ class CatchUpReader {
                               const PartLoader& load_part);
   // After some records of a version failed (done[k] their outcomes): reverts the applied
   // ones and checks every touched tensor is back at its held checksum.
-  Status revert_applied(std::span<const std::pair<size_t, DeltaRecordView>> records,
+  Status revert_applied(const proto::StepManifest& m,
+                        std::span<const std::pair<size_t, DeltaRecordView>> records,
                         std::span<const ApplyUndo> undo,
                         std::span<const std::optional<Result<ApplyReport>>> done,
                         uint64_t* written);

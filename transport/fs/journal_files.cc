@@ -12,6 +12,7 @@
 #include "codec/delta_manifest.h"
 #include "codec/tensor_bytes.h"
 #include "transport/fs/anchor_reader.h"
+#include "transport/fs/range_records.h"
 
 namespace weightcast {
 namespace {
@@ -28,6 +29,8 @@ const char* journal_file_magic(JournalFileKind kind) {
       return "WCMF";
     case JournalFileKind::kLease:
       return "WCLS";
+    case JournalFileKind::kFragment:
+      return "WCRF";
   }
   return "????";
 }
@@ -39,6 +42,7 @@ uint32_t limit_of(JournalFileKind kind, const JournalFileLimits& limits) {
     case JournalFileKind::kHead:
       return limits.max_head_bytes;
     case JournalFileKind::kManifest:
+    case JournalFileKind::kFragment:
       return limits.max_manifest_bytes;
     case JournalFileKind::kLease:
       return limits.max_lease_bytes;
@@ -169,6 +173,11 @@ bool is_journal_id(const std::string& id) {
 
 Status check_manifest(const proto::StepManifest& m, const std::string& what,
                       const JournalFileLimits& limits) {
+  return check_manifest_covering(m, what, limits, RangeCoverage::kWhole);
+}
+
+Status check_manifest_covering(const proto::StepManifest& m, const std::string& what,
+                               const JournalFileLimits& limits, RangeCoverage coverage) {
   if (m.format_version() != kJournalFormatVersion) {
     return data_loss(what + ": format version " + std::to_string(m.format_version()) +
                      " (this build reads " + std::to_string(kJournalFormatVersion) + ")");
@@ -223,6 +232,11 @@ Status check_manifest(const proto::StepManifest& m, const std::string& what,
     if (!names.insert(t.name()).second) {
       return data_loss(what + ": tensor '" + t.name() + "' listed twice");
     }
+    if (!t.ranges().empty()) {
+      RETURN_IF_ERROR(check_range_records(m, t, bytes / dtype_size(*dtype_from_proto(t.dtype())),
+                                          what, coverage));
+      continue;
+    }
     const bool located = m.kind() == proto::STEP_ANCHOR || t.changed();
     if (!located) continue;
     if (m.kind() == proto::STEP_ANCHOR && t.bytes() != bytes) {
@@ -273,6 +287,15 @@ Result<proto::StepManifest> parse_manifest(std::span<const uint8_t> bytes, const
   return m;
 }
 
+Result<proto::StepManifest> parse_rank_fragment(std::span<const uint8_t> bytes,
+                                                const std::string& what,
+                                                const JournalFileLimits& limits) {
+  ASSIGN_OR_RETURN(
+      auto m, parse_framed<proto::StepManifest>(JournalFileKind::kFragment, bytes, what, limits));
+  RETURN_IF_ERROR(check_manifest_covering(m, what, limits, RangeCoverage::kPartial));
+  return m;
+}
+
 Result<proto::Lease> parse_lease(std::span<const uint8_t> bytes, const std::string& what,
                                  const JournalFileLimits& limits) {
   ASSIGN_OR_RETURN(auto lease,
@@ -299,6 +322,11 @@ Result<proto::JournalHead> read_head_file(const std::string& path) {
 Result<proto::StepManifest> read_manifest_file(const std::string& path) {
   ASSIGN_OR_RETURN(auto bytes, read_small(path, JournalFileLimits{}.max_manifest_bytes));
   return parse_manifest(bytes, path);
+}
+
+Result<proto::StepManifest> read_rank_fragment_file(const std::string& path) {
+  ASSIGN_OR_RETURN(auto bytes, read_small(path, JournalFileLimits{}.max_manifest_bytes));
+  return parse_rank_fragment(bytes, path);
 }
 
 Result<proto::Lease> read_lease_file(const std::string& path) {

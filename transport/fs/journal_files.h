@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "codec/base/status.h"
+#include "transport/fs/range_records.h"
 #include "weightcast/journal.pb.h"
 
 namespace weightcast {
@@ -24,7 +25,9 @@ namespace weightcast {
 // The StepManifest format_version this build writes and reads.
 inline constexpr uint32_t kJournalFormatVersion = 1;
 
-enum class JournalFileKind { kHead, kManifest, kLease };
+// kFragment: one publisher rank's share of a delta step, a StepManifest of its own ranges
+// (rank_fragments.h).
+enum class JournalFileKind { kHead, kManifest, kLease, kFragment };
 
 // What a reader accepts. A manifest lists every tensor of a model (a million tensors fit).
 struct JournalFileLimits {
@@ -38,7 +41,7 @@ struct JournalFileLimits {
   size_t max_slice_checksums = 16'000'000;  // StepManifest.slice_checksums entries
 };
 
-// The 4-byte magic of a kind ("WCHD", "WCMF", "WCLS").
+// The 4-byte magic of a kind ("WCHD", "WCMF", "WCLS", "WCRF").
 const char* journal_file_magic(JournalFileKind kind);
 
 // The frame around a serialized message; `what` names the file in errors.
@@ -61,11 +64,20 @@ Result<proto::Lease> parse_lease(std::span<const uint8_t> bytes, const std::stri
                                  const JournalFileLimits& limits = {});
 Status check_manifest(const proto::StepManifest& manifest, const std::string& what,
                       const JournalFileLimits& limits = {});
+// check_manifest with the coverage of range records a file's kind needs.
+Status check_manifest_covering(const proto::StepManifest& manifest, const std::string& what,
+                               const JournalFileLimits& limits, RangeCoverage coverage);
+// A rank fragment (kFragment) is checked as a manifest whose range records need not tile
+// their tensors (range_records.h RangeCoverage::kPartial).
+Result<proto::StepManifest> parse_rank_fragment(std::span<const uint8_t> bytes,
+                                                const std::string& what,
+                                                const JournalFileLimits& limits = {});
 
 // Whole-file reads (kNotFound for a missing file) and atomic writes.
 Result<proto::JournalHead> read_head_file(const std::string& path);
 Result<proto::StepManifest> read_manifest_file(const std::string& path);
 Result<proto::Lease> read_lease_file(const std::string& path);
+Result<proto::StepManifest> read_rank_fragment_file(const std::string& path);
 Status write_journal_file(const std::string& path, JournalFileKind kind,
                           const google::protobuf::MessageLite& message);
 

@@ -3,6 +3,7 @@
 // committed by the protocol of step_commit.h, after which retention runs.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -145,11 +146,24 @@ class JournalWriter {
   // (kInvalidArgument) and left alone.
   Result<PublishReport> publish_staged_anchor(uint64_t version, const std::string& staged_dir,
                                               proto::StepManifest manifest, std::string why);
+  // ---- A delta written by several publisher ranks (rank_fragments.h) ----
+  // Waits up to `wait` for the fragments of ranks 0..ranks-1 of `version` (the head version +
+  // 1), merges them into one step (merge_rank_fragments: every tensor of the head tiled by
+  // the ranks' ranges, starting from the head's checksums) and commits it: HEAD moves once.
+  // The fragments are removed whether or not the version was committed; on an error nothing
+  // is published and the head is unchanged (a missing rank: kDeadlineExceeded naming it).
+  Result<PublishReport> publish_rank_fragments(uint64_t version, uint32_t ranks,
+                                               std::chrono::milliseconds wait);
   // The shard and slice sizes (and pool) anchors of this journal are written with.
   const AnchorWriteOptions& anchor_options() const { return options_.anchor; }
 
  private:
   JournalWriter(JournalOptions options, JournalLock lock);
+  // Completes `manifest` (format, created, writer, journal id), commits `staged_dir` with it,
+  // moves the head and runs retention; the staged directory is removed on an error. `how` goes
+  // into the log line ("published version V <how>: ...").
+  Result<PublishReport> commit_staged(const std::string& staged_dir, proto::StepManifest manifest,
+                                      PublishReport report, double t0, const std::string& how);
   Result<std::string> delta_refusal(uint64_t version, std::span<const PublishTensor> current,
                                     std::span<const PublishTensor> previous,
                                     const SnapshotAdvance* advance) const;

@@ -1,6 +1,7 @@
 // JournalWriter's anchors streamed during the optimizer step (journal_writer.h, "Anchors
 // streamed during the optimizer step"): the staging directory a StreamingAnchorWriter writes
-// into, and the commit of what it finished, by the protocol publish() commits an anchor with.
+// into, and the commit of what it finished, by the protocol publish() commits an anchor with;
+// and the commit of a delta that several publisher ranks wrote (rank_fragments.h).
 #include <unistd.h>
 
 #include <chrono>
@@ -8,6 +9,7 @@
 
 #include "transport/fs/journal_files.h"
 #include "transport/fs/journal_writer.h"
+#include "transport/fs/rank_fragments.h"
 
 namespace weightcast {
 namespace {
@@ -61,27 +63,36 @@ Result<PublishReport> JournalWriter::publish_staged_anchor(uint64_t version,
         "publish_staged_anchor: the manifest of version " + std::to_string(version) +
         " is not that of a finished anchor (StreamingAnchorWriter::finish fills it)"));
   }
-  manifest.set_format_version(kJournalFormatVersion);
   manifest.set_version(version);
-  manifest.set_created_unix_ms(unix_now_ms());
-  manifest.set_writer(stream_writer_id());
-  manifest.set_journal_id(lock_.journal_id());
   manifest.set_kind(proto::STEP_ANCHOR);
   manifest.set_anchor_version(version);
   manifest.set_base_version(0);
-  if (Status s = commit_step(layout_, staged_dir, manifest, options_.before_head); !s.ok()) {
-    return refuse(std::move(s));
-  }
-
   PublishReport report;
-  report.version = version;
   report.anchor = true;
   report.why_anchor = std::move(why);
-  for (const auto& p : manifest.parts()) report.stored_bytes += p.bytes();
   report.changed_tensors = static_cast<uint64_t>(manifest.tensors_size());
+  const std::string how = "as streamed anchor (" + report.why_anchor + ")";
+  return commit_staged(staged_dir, std::move(manifest), std::move(report), t0, how);
+}
+
+Result<PublishReport> JournalWriter::commit_staged(const std::string& staged_dir,
+                                                   proto::StepManifest manifest,
+                                                   PublishReport report, double t0,
+                                                   const std::string& how) {
+  const uint64_t version = manifest.version();
+  manifest.set_format_version(kJournalFormatVersion);
+  manifest.set_created_unix_ms(unix_now_ms());
+  manifest.set_writer(stream_writer_id());
+  manifest.set_journal_id(lock_.journal_id());
+  if (Status s = commit_step(layout_, staged_dir, manifest, options_.before_head); !s.ok()) {
+    (void)remove_tree(staged_dir);  // best effort: the next writer cleans .staging/ anyway
+    return s;
+  }
+  report.version = version;
+  for (const auto& p : manifest.parts()) report.stored_bytes += p.bytes();
   head_ = proto::JournalHead();
   head_->set_version(version);
-  head_->set_anchor_version(version);
+  head_->set_anchor_version(manifest.anchor_version());
   head_->set_journal_id(manifest.journal_id());
   head_manifest_ = std::move(manifest);
   if (options_.collect_garbage_after_publish) {
@@ -89,11 +100,40 @@ Result<PublishReport> JournalWriter::publish_staged_anchor(uint64_t version,
   }
   report.seconds = seconds_now() - t0;
   if (options_.log) {
-    options_.log("published version " + std::to_string(version) + " as streamed anchor (" +
-                 report.why_anchor + "): " + std::to_string(report.stored_bytes) + " bytes, " +
-                 std::to_string(report.seconds) + " s to commit");
+    options_.log("published version " + std::to_string(version) + " " + how + ": " +
+                 std::to_string(report.stored_bytes) + " bytes, " + std::to_string(report.seconds) +
+                 " s to commit");
   }
   return report;
+}
+
+Result<PublishReport> JournalWriter::publish_rank_fragments(uint64_t version, uint32_t ranks,
+                                                            std::chrono::milliseconds wait) {
+  const double t0 = seconds_now();
+  const std::string fragments = rank_fragments_dir(layout_, version);
+  // The fragments go whatever happens: committed, their parts were moved into the step; not
+  // committed, the version is published again from new fragments.
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { (void)remove_tree(dir); }
+  } cleanup{fragments};
+  if (!head_) {
+    return failed_precondition("journal '" + layout_.root() +
+                               "' is empty: rank fragments are deltas, publish an anchor first");
+  }
+  ASSIGN_OR_RETURN(const std::string staged, create_staging_dir(layout_, version));
+  auto merged = merge_rank_fragments(layout_, head_manifest_, version, ranks, wait, staged);
+  if (!merged.ok()) {
+    (void)remove_tree(staged);
+    return merged.status();
+  }
+  PublishReport report;
+  for (const auto& t : merged->tensors()) {
+    report.changed_tensors += t.changed() ? 1 : 0;
+    report.changed_elements += t.changed_elements();
+  }
+  const std::string how = "from " + std::to_string(ranks) + " publisher ranks' fragments";
+  return commit_staged(staged, *std::move(merged), std::move(report), t0, how);
 }
 
 }  // namespace weightcast

@@ -1,0 +1,96 @@
+// Publisher ranks for the journal tests of rank fragments (transport/fs/rank_fragments.h):
+// FSDP-like ranks own uneven flat ranges of the model laid end to end (crossing tensor
+// boundaries), and write_fragment writes one rank's fragment of a version from the model's
+// bytes before and after it.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "codec/checksum.h"
+#include "codec/delta_encoder.h"
+#include "codec/slice_checksum.h"
+#include "tests/transport/journal_test_model.h"
+#include "transport/fs/rank_fragments.h"
+#include "transport/fs/slice_checksums.h"
+
+namespace weightcast::testing {
+
+// One rank's piece of one tensor: elements [first, first + count).
+struct Owned {
+  size_t tensor;
+  uint64_t first, count;
+};
+
+// The model's elements laid end to end, cut at uneven points: what each rank owns.
+inline std::vector<std::vector<Owned>> fsdp_split(const JournalTestModel& m,
+                                                  std::vector<double> cuts = {0.13, 0.41, 0.77}) {
+  std::vector<uint64_t> numel(m.size());
+  uint64_t total = 0;
+  const auto tensors = m.tensors();
+  for (size_t i = 0; i < m.size(); ++i) {
+    numel[i] = m.bytes(i).size() / dtype_size(tensors[i].dtype);
+    total += numel[i];
+  }
+  std::vector<uint64_t> at = {0};
+  for (const double c : cuts) at.push_back(static_cast<uint64_t>(c * static_cast<double>(total)));
+  at.push_back(total);
+  std::vector<std::vector<Owned>> out(at.size() - 1);
+  uint64_t base = 0;
+  for (size_t i = 0; i < m.size(); ++i) {
+    for (size_t r = 0; r + 1 < at.size(); ++r) {
+      const uint64_t lo = std::max(at[r], base), hi = std::min(at[r + 1], base + numel[i]);
+      if (lo < hi) out[r].push_back({i, lo - base, hi - lo});
+    }
+    base += numel[i];
+  }
+  return out;
+}
+
+// Rank `rank`'s fragment of version `v`: its pieces of `before` -> `after`.
+// With `declared`, also the rank's shares of the declared slices' checksums.
+inline Status write_fragment(const std::string& root, uint64_t v, uint32_t rank,
+                             const std::vector<Owned>& pieces, const JournalTestModel& before,
+                             const JournalTestModel& after, const DeclaredSlices& declared = {}) {
+  DeltaPartOptions parts;
+  parts.part_bytes = 512;
+  ASSIGN_OR_RETURN(auto w, RankFragmentWriter::open(root, v, rank, parts));
+  const auto tensors = after.tensors();
+  for (const Owned& o : pieces) {
+    const PublishTensor& t = tensors[o.tensor];
+    const size_t es = dtype_size(t.dtype);
+    const std::span<const uint8_t> old_bytes(before.bytes(o.tensor));
+    const std::span<const uint8_t> new_bytes(after.bytes(o.tensor));
+    if (declared) {
+      ASSIGN_OR_RETURN(const auto slices, declared(t.name, t.shape));
+      const TensorRef own = TensorRef::contiguous(
+          t.name, t.dtype, const_cast<uint8_t*>(new_bytes.data()) + o.first * es,
+          static_cast<int64_t>(o.count));
+      ASSIGN_OR_RETURN(
+          const auto shares,
+          partial_checksums(own, t.shape, TensorSlice::flat(o.first, o.first + o.count), slices));
+      for (size_t k = 0; k < slices.size(); ++k) w->add_slice_share(t.name, slices[k], shares[k]);
+    }
+    if (es == 8) {
+      RETURN_IF_ERROR(w->add_unchanged_range(
+          t.name, t.dtype, t.shape, o.first, o.count,
+          checksum_range(new_bytes.data() + o.first * es, es, o.count, o.first)));
+      continue;
+    }
+    EncodeOptions e;
+    e.name = t.name;
+    e.dtype = t.dtype;
+    e.base_version = v - 1;
+    e.target_version = v;
+    e.range_offset = o.first;
+    e.tensor_elements = new_bytes.size() / es;
+    e.chunk_elements = 64;
+    ASSIGN_OR_RETURN(auto d, encode_delta(old_bytes.subspan(o.first * es, o.count * es),
+                                          new_bytes.subspan(o.first * es, o.count * es), e));
+    RETURN_IF_ERROR(w->add_range(t.name, t.dtype, t.shape, d));
+  }
+  return w->finish();
+}
+
+}  // namespace weightcast::testing

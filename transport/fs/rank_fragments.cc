@@ -1,0 +1,326 @@
+#include "transport/fs/rank_fragments.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "codec/base/file_io.h"
+#include "codec/base/hex.h"
+#include "codec/delta_manifest.h"
+#include "codec/tensor_bytes.h"
+#include "transport/fs/journal_files.h"
+
+namespace weightcast {
+namespace {
+
+constexpr auto kFragmentPoll = std::chrono::milliseconds(5);
+
+Status rename_durably(const std::string& from, const std::string& to, const std::string& dir) {
+  if (std::rename(from.c_str(), to.c_str()) != 0) {
+    return io_error("cannot rename '" + from + "' to '" + to + "': " + std::strerror(errno));
+  }
+  return fsync_directory(dir);
+}
+
+std::string rank_list(const std::vector<uint32_t>& ranks) {
+  std::string out;
+  for (const uint32_t r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
+}  // namespace
+
+std::string rank_fragments_dir(const JournalLayout& layout, uint64_t version) {
+  return layout.staging() + "/" + JournalLayout::step_dir_name(version) + ".ranks";
+}
+
+std::string rank_fragment_dir(const JournalLayout& layout, uint64_t version, uint32_t rank) {
+  return rank_fragments_dir(layout, version) + "/rank-" + std::to_string(rank);
+}
+
+RankFragmentWriter::RankFragmentWriter(JournalLayout layout, uint64_t version, uint32_t rank,
+                                       DeltaPartOptions parts)
+    : layout_(std::move(layout)), version_(version), rank_(rank) {
+  temp_dir_ = rank_fragment_dir(layout_, version_, rank_) + ".tmp";
+  fragment_.set_format_version(kJournalFormatVersion);
+  fragment_.set_kind(proto::STEP_DELTA);
+  fragment_.set_version(version_);
+  fragment_.set_base_version(version_ - 1);
+  parts_ = std::make_unique<DeltaPartWriter>(temp_dir_, std::move(parts), &fragment_);
+}
+
+RankFragmentWriter::~RankFragmentWriter() {
+  parts_.reset();  // closes a part file an error left open
+  if (!finished_) (void)remove_tree(temp_dir_);
+}
+
+Result<std::unique_ptr<RankFragmentWriter>> RankFragmentWriter::open(const std::string& root,
+                                                                     uint64_t version,
+                                                                     uint32_t rank,
+                                                                     DeltaPartOptions parts) {
+  if (version == 0) return invalid_argument("rank fragments are deltas: version 0 is an anchor");
+  JournalLayout layout(root);
+  std::unique_ptr<RankFragmentWriter> w(
+      new RankFragmentWriter(layout, version, rank, std::move(parts)));
+  RETURN_IF_ERROR(remove_tree(rank_fragment_dir(layout, version, rank)));
+  RETURN_IF_ERROR(remove_tree(w->temp_dir_));
+  RETURN_IF_ERROR(make_directories(w->temp_dir_));
+  return w;
+}
+
+Status RankFragmentWriter::add_range(const std::string& name, DType dtype,
+                                     const std::vector<int64_t>& shape, const EncodedDelta& delta) {
+  const DeltaRecordHeader& h = delta.header;
+  if (h.name != name || h.dtype != dtype || h.base_version + 1 != version_ ||
+      h.target_version != version_) {
+    return invalid_argument("rank " + std::to_string(rank_) + ", tensor '" + name +
+                            "': the record is of tensor '" + h.name + "', versions " +
+                            std::to_string(h.base_version) + " to " +
+                            std::to_string(h.target_version) + ", not of this fragment's " +
+                            std::to_string(version_ - 1) + " to " + std::to_string(version_));
+  }
+  proto::RangeRecord r;
+  r.set_range_offset(h.range_offset);
+  r.set_range_elements(h.range_elements);
+  r.set_base_checksum(h.base_checksum);
+  r.set_checksum(h.target_checksum);
+  r.set_changed_elements(h.changed);
+  return add(name, dtype, shape, h.tensor_elements, std::move(r), &delta);
+}
+
+Status RankFragmentWriter::add_unchanged_range(const std::string& name, DType dtype,
+                                               const std::vector<int64_t>& shape, uint64_t first,
+                                               uint64_t count, uint64_t checksum) {
+  proto::RangeRecord r;
+  r.set_range_offset(first);
+  r.set_range_elements(count);
+  r.set_base_checksum(checksum);
+  r.set_checksum(checksum);
+  ASSIGN_OR_RETURN(const uint64_t numel, shape_numel(shape, "tensor '" + name + "'"));
+  return add(name, dtype, shape, numel, std::move(r), nullptr);
+}
+
+Status RankFragmentWriter::add(const std::string& name, DType dtype,
+                               const std::vector<int64_t>& shape, uint64_t tensor_elements,
+                               proto::RangeRecord r, const EncodedDelta* delta) {
+  const std::string who = "rank " + std::to_string(rank_) + ", tensor '" + name + "'";
+  if (finished_) return failed_precondition(who + ": the fragment is finished");
+  ASSIGN_OR_RETURN(const uint64_t numel, shape_numel(shape, who));
+  if (tensor_elements != numel) {
+    return invalid_argument(who + ": the record's tensor has " + std::to_string(tensor_elements) +
+                            " elements, the shape " + std::to_string(numel));
+  }
+  proto::TensorState* t = nullptr;
+  for (auto& existing : *fragment_.mutable_tensors()) {
+    if (existing.name() == name) t = &existing;
+  }
+  if (t == nullptr) {
+    t = fragment_.add_tensors();
+    t->set_name(name);
+    t->set_dtype(dtype_to_proto(dtype));
+    for (const int64_t d : shape) t->add_shape(d);
+  } else if (t->dtype() != dtype_to_proto(dtype) || t->shape_size() != std::ssize(shape) ||
+             !std::equal(shape.begin(), shape.end(), t->shape().begin())) {
+    return invalid_argument(who + ": another dtype or shape than its earlier range's");
+  }
+  r.set_rank(rank_);
+  if (delta != nullptr && r.changed_elements() != 0) {
+    proto::TensorState located;
+    RETURN_IF_ERROR(parts_->add_record(&located, delta->record));
+    r.set_changed(true);
+    r.set_part(located.part());
+    r.set_offset(located.offset());
+    r.set_bytes(located.bytes());
+  }
+  // Kept in ascending order, as a manifest lists them; overlaps are the fragment check's.
+  auto* ranges = t->mutable_ranges();
+  ranges->Add(std::move(r));
+  std::sort(ranges->begin(), ranges->end(),
+            [](const auto& a, const auto& b) { return a.range_offset() < b.range_offset(); });
+  return ok_status();
+}
+
+void RankFragmentWriter::add_slice_share(const std::string& tensor, const TensorSlice& slice,
+                                         uint64_t share) {
+  proto::SliceChecksum* e = fragment_.add_slice_checksums();
+  e->set_tensor(tensor);
+  *e->mutable_slice() = slice_to_proto(slice);
+  e->set_checksum(share);
+}
+
+uint64_t RankFragmentWriter::stored_bytes() const {
+  return parts_->stored_bytes();
+}
+
+Status RankFragmentWriter::finish() {
+  if (finished_) return failed_precondition("rank " + std::to_string(rank_) + ": finished twice");
+  RETURN_IF_ERROR(parts_->finish());
+  for (auto& t : *fragment_.mutable_tensors()) {
+    uint64_t sum = 0, changed = 0;
+    for (const auto& r : t.ranges()) {
+      sum += r.checksum();
+      changed += r.changed_elements();
+    }
+    t.set_checksum(sum);
+    t.set_changed(changed != 0);
+    t.set_changed_elements(changed);
+  }
+  const std::string what = temp_dir_ + "/FRAGMENT";
+  RETURN_IF_ERROR(check_manifest_covering(fragment_, what, {}, RangeCoverage::kPartial));
+  RETURN_IF_ERROR(
+      write_and_sync_file(what, frame_journal_message(JournalFileKind::kFragment, fragment_), {}));
+  RETURN_IF_ERROR(fsync_directory(temp_dir_));
+  RETURN_IF_ERROR(rename_durably(temp_dir_, rank_fragment_dir(layout_, version_, rank_),
+                                 rank_fragments_dir(layout_, version_)));
+  finished_ = true;
+  return ok_status();
+}
+
+namespace {
+
+// Waits until every rank's fragment of `version` is in place, or `wait` passed.
+Status wait_for_fragments(const JournalLayout& layout, uint64_t version, uint32_t ranks,
+                          std::chrono::milliseconds wait) {
+  const auto until = std::chrono::steady_clock::now() + wait;
+  std::vector<uint32_t> missing;
+  for (;;) {
+    missing.clear();
+    for (uint32_t r = 0; r < ranks; ++r) {
+      std::error_code ec;
+      const std::string fragment = rank_fragment_dir(layout, version, r) + "/FRAGMENT";
+      if (!std::filesystem::exists(fragment, ec)) missing.push_back(r);
+    }
+    if (missing.empty()) return ok_status();
+    if (std::chrono::steady_clock::now() >= until) {
+      return deadline_exceeded("version " + std::to_string(version) + " of journal '" +
+                               layout.root() + "': publisher rank" +
+                               (missing.size() > 1 ? "s " : " ") + rank_list(missing) + " of " +
+                               std::to_string(ranks) + " put no fragment in place within " +
+                               std::to_string(wait.count()) + " ms; the version is not committed");
+    }
+    std::this_thread::sleep_for(kFragmentPoll);
+  }
+}
+
+}  // namespace
+
+Result<proto::StepManifest> merge_rank_fragments(const JournalLayout& layout,
+                                                 const proto::StepManifest& head, uint64_t version,
+                                                 uint32_t ranks, std::chrono::milliseconds wait,
+                                                 const std::string& staged_dir) {
+  const std::string what =
+      "version " + std::to_string(version) + " of journal '" + layout.root() + "'";
+  if (ranks == 0) return invalid_argument(what + ": no publisher ranks");
+  if (head.version() + 1 != version) {
+    return failed_precondition(what + ": rank fragments are a delta on the head version " +
+                               std::to_string(head.version()));
+  }
+  RETURN_IF_ERROR(wait_for_fragments(layout, version, ranks, wait));
+
+  proto::StepManifest out;
+  out.set_format_version(kJournalFormatVersion);
+  out.set_kind(proto::STEP_DELTA);
+  out.set_version(version);
+  out.set_base_version(version - 1);
+  out.set_anchor_version(head.anchor_version());
+  std::map<std::string, int, std::less<>> index;
+  for (const auto& h : head.tensors()) {
+    proto::TensorState* t = out.add_tensors();
+    t->set_name(h.name());
+    t->set_dtype(h.dtype());
+    *t->mutable_shape() = h.shape();
+    index[h.name()] = out.tensors_size() - 1;
+  }
+  std::vector<std::vector<RankSlice>> owned(head.tensors_size());
+  std::map<std::pair<std::string, std::string>, proto::SliceChecksum> shares;
+  std::vector<std::pair<std::string, std::string>> moves;  // fragment part file -> step file
+  for (uint32_t rank = 0; rank < ranks; ++rank) {
+    const std::string dir = rank_fragment_dir(layout, version, rank);
+    ASSIGN_OR_RETURN(const proto::StepManifest f, read_rank_fragment_file(dir + "/FRAGMENT"));
+    const std::string who = what + ": rank " + std::to_string(rank) + "'s fragment";
+    if (f.version() != version || f.base_version() + 1 != version) {
+      return data_loss(who + " is of version " + std::to_string(f.version()));
+    }
+    const auto first_part = static_cast<uint32_t>(out.parts_size());
+    for (const auto& p : f.parts()) {
+      proto::PartInfo* moved = out.add_parts();
+      *moved = p;
+      moved->set_file("r" + std::to_string(rank) + "-" + p.file());
+      moves.emplace_back(dir + "/" + p.file(), staged_dir + "/" + moved->file());
+    }
+    for (const auto& ft : f.tensors()) {
+      const auto it = index.find(ft.name());
+      if (it == index.end()) {
+        return failed_precondition(who + " lists tensor '" + ft.name() + "', which version " +
+                                   std::to_string(version - 1) + " does not have");
+      }
+      proto::TensorState* t = out.mutable_tensors(it->second);
+      if (ft.dtype() != t->dtype() || ft.shape().size() != t->shape().size() ||
+          !std::equal(ft.shape().begin(), ft.shape().end(), t->shape().begin())) {
+        return failed_precondition(who + ": tensor '" + ft.name() +
+                                   "' has another dtype or shape than in version " +
+                                   std::to_string(version - 1));
+      }
+      const std::vector<int64_t> shape(t->shape().begin(), t->shape().end());
+      for (const auto& r : ft.ranges()) {
+        if (r.rank() != rank) return data_loss(who + " lists a range of rank " + describe_range(r));
+        proto::RangeRecord* kept = t->add_ranges();
+        *kept = r;
+        if (r.changed()) kept->set_part(first_part + r.part());
+        owned[it->second].push_back(
+            {rank, shape, *dtype_from_proto(ft.dtype()),
+             TensorSlice::flat(r.range_offset(), r.range_offset() + r.range_elements())});
+      }
+    }
+    for (const auto& s : f.slice_checksums()) {
+      auto [at, fresh] = shares.try_emplace({s.tensor(), s.slice().SerializeAsString()}, s);
+      if (!fresh) at->second.set_checksum(at->second.checksum() + s.checksum());
+    }
+  }
+  for (int i = 0; i < out.tensors_size(); ++i) {
+    proto::TensorState* t = out.mutable_tensors(i);
+    if (owned[i].empty() && t->shape_size() > 0 &&
+        std::find(t->shape().begin(), t->shape().end(), 0) != t->shape().end()) {
+      t->set_checksum(0);  // an empty tensor: nothing to own, C() is 0
+      continue;
+    }
+    if (owned[i].empty()) {
+      return failed_precondition(what + ": tensor '" + t->name() + "' is in no rank's fragment");
+    }
+    RETURN_IF_ERROR(check_tiling(t->name(), owned[i]));
+    auto* ranges = t->mutable_ranges();
+    std::sort(ranges->begin(), ranges->end(),
+              [](const auto& a, const auto& b) { return a.range_offset() < b.range_offset(); });
+    uint64_t sum = 0, changed = 0;
+    for (const auto& r : *ranges) {
+      sum += r.checksum();
+      changed += r.changed_elements();
+    }
+    t->set_checksum(sum);
+    t->set_changed(changed != 0);
+    t->set_changed_elements(changed);
+    const uint64_t base = ranges_base_checksum(*t), held = head.tensors(i).checksum();
+    if (base != held) {
+      return failed_precondition(what + ": the ranks' ranges of tensor '" + t->name() +
+                                 "' start from checksum " + hex16(base) + ", version " +
+                                 std::to_string(version - 1) + " holds " + hex16(held) +
+                                 ": a rank did not start from the head version");
+    }
+  }
+  for (auto& [key, s] : shares) *out.add_slice_checksums() = std::move(s);
+  RETURN_IF_ERROR(check_manifest_covering(out, what, {}, RangeCoverage::kWhole));
+  for (const auto& [from, to] : moves) {
+    if (std::rename(from.c_str(), to.c_str()) != 0) {
+      return io_error(what + ": cannot move '" + from + "' to '" + to +
+                      "': " + std::strerror(errno));
+    }
+  }
+  RETURN_IF_ERROR(fsync_directory(staged_dir));
+  return out;
+}
+
+}  // namespace weightcast
