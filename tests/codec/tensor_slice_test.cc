@@ -182,8 +182,7 @@ TEST(TensorSlice, CheckSliceRefusesSlicesOutsideTheTensorByName) {
   EXPECT_NE(lengths.message().find("offsets [0, 0] sizes [8]"), std::string::npos)
       << lengths.message();
   const Status huge = check_slice("w", shape, TensorSlice::box({INT64_MAX, 0}, {INT64_MAX, 4}));
-  EXPECT_NE(huge.message().find(":+9223372036854775807, 0:4] leaves the tensor"),
-            std::string::npos)
+  EXPECT_NE(huge.message().find(":+9223372036854775807, 0:4] leaves the tensor"), std::string::npos)
       << huge.message();
 }
 
