@@ -21,52 +21,11 @@ using testing::JournalTestModel;
 constexpr uint64_t kSeed = 59;
 constexpr uint32_t kRanks = 4;
 
-// A layout: for some tensors, the dimension it splits into `parts`.
-struct Layout {
-  const char* name;
-  int64_t parts;
-  std::map<std::string, int64_t> dims;
-};
-
-const std::vector<Layout>& layouts() {
-  static const std::vector<Layout> all = {
-      {"tp2 dim 0", 2, {{"layers.0.attn.q_proj.weight", 0}, {"layers.0.norm.weight", 0}}},
-      {"tp2 dim 1", 2, {{"layers.0.attn.q_proj.weight", 1}, {"layers.0.mlp.experts.weight", 2}}},
-      {"ep4", 4, {{"layers.0.mlp.experts.weight", 0}, {"quant.codes", 0}}},
-  };
-  return all;
-}
-
-TensorSlice slice_of(const Layout& l, int64_t part, const std::string& name,
-                     const std::vector<int64_t>& shape) {
-  const auto it = l.dims.find(name);
-  if (it == l.dims.end()) return TensorSlice::whole(shape);
-  return *TensorSlice::split(shape, it->second, l.parts, part);
-}
-
-Result<std::vector<TensorSlice>> declared(const std::string& name,
-                                          const std::vector<int64_t>& shape) {
-  std::vector<TensorSlice> out;
-  for (const Layout& l : layouts()) {
-    for (int64_t p = 0; p < l.parts; ++p) {
-      TensorSlice s = slice_of(l, p, name, shape);
-      if (s == TensorSlice::whole(shape)) continue;
-      if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
-    }
-  }
-  return out;
-}
-
-std::vector<uint8_t> gather(const std::vector<uint8_t>& full, const std::vector<int64_t>& shape,
-                            const TensorSlice& s, size_t es) {
-  std::vector<uint8_t> out;
-  for_each_slice_run(shape, s, [&](const SliceRun& r) {
-    out.insert(out.end(), full.begin() + static_cast<int64_t>(r.global * es),
-               full.begin() + static_cast<int64_t>((r.global + r.count) * es));
-    return true;
-  });
-  return out;
-}
+using testing::declared;
+using testing::gather;
+using testing::Layout;
+using testing::layouts;
+using testing::slice_of;
 
 class JournalRanksSlices : public ::testing::Test {
  protected:

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "codec/delta_encoder.h"
 #include "codec/slice_checksum.h"
 #include "tests/transport/journal_test_model.h"
+#include "transport/fs/rank_anchor.h"
 #include "transport/fs/rank_fragments.h"
 #include "transport/fs/slice_checksums.h"
 
@@ -91,6 +93,90 @@ inline Status write_fragment(const std::string& root, uint64_t v, uint32_t rank,
     RETURN_IF_ERROR(w->add_range(t.name, t.dtype, t.shape, d));
   }
   return w->finish();
+}
+
+// The model's specs, as the journal's writer and every rank plan the anchor from them.
+inline std::vector<SafetensorsTensorSpec> specs_of(const JournalTestModel& m) {
+  std::vector<SafetensorsTensorSpec> out;
+  for (const auto& t : m.tensors()) out.push_back({t.name, t.dtype, t.shape});
+  return out;
+}
+
+// Rank `rank`'s part of anchor `v`: its pieces of `model` written into the staged shard
+// files, with its shares of the declared slices' checksums.
+inline Status write_anchor_part(const std::string& root, uint64_t v, uint32_t rank,
+                                const std::vector<Owned>& pieces, const JournalTestModel& model,
+                                const AnchorWriteOptions& options,
+                                const DeclaredSlices& declared = {}) {
+  ASSIGN_OR_RETURN(auto w, RankAnchorWriter::open(root, v, rank, specs_of(model), options,
+                                                  std::chrono::milliseconds(20000)));
+  const auto tensors = model.tensors();
+  for (const Owned& o : pieces) {
+    const PublishTensor& t = tensors[o.tensor];
+    const size_t es = dtype_size(t.dtype);
+    const std::span<const uint8_t> bytes =
+        std::span(model.bytes(o.tensor)).subspan(o.first * es, o.count * es);
+    RETURN_IF_ERROR(w->write(t.name, o.first, bytes));
+    if (!declared) continue;
+    ASSIGN_OR_RETURN(const auto slices, declared(t.name, t.shape));
+    const TensorRef own = TensorRef::contiguous(t.name, t.dtype, const_cast<uint8_t*>(bytes.data()),
+                                                static_cast<int64_t>(o.count));
+    ASSIGN_OR_RETURN(
+        const auto shares,
+        partial_checksums(own, t.shape, TensorSlice::flat(o.first, o.first + o.count), slices));
+    for (size_t k = 0; k < slices.size(); ++k) w->add_slice_share(t.name, slices[k], shares[k]);
+  }
+  return w->finish();
+}
+
+// Engine layouts of the model: a layout splits some tensors along a dimension into `parts`;
+// `declared` is what the publisher's layouts declare (src/control/layouts.h does it from the
+// config), `gather` a slice's bytes out of a whole tensor's.
+struct Layout {
+  const char* name;
+  int64_t parts;
+  std::map<std::string, int64_t> dims;
+};
+
+inline const std::vector<Layout>& layouts() {
+  static const std::vector<Layout> all = {
+      {"tp2 dim 0", 2, {{"layers.0.attn.q_proj.weight", 0}, {"layers.0.norm.weight", 0}}},
+      {"tp2 dim 1", 2, {{"layers.0.attn.q_proj.weight", 1}, {"layers.0.mlp.experts.weight", 2}}},
+      {"ep4", 4, {{"layers.0.mlp.experts.weight", 0}, {"quant.codes", 0}}},
+  };
+  return all;
+}
+
+inline TensorSlice slice_of(const Layout& l, int64_t part, const std::string& name,
+                            const std::vector<int64_t>& shape) {
+  const auto it = l.dims.find(name);
+  if (it == l.dims.end()) return TensorSlice::whole(shape);
+  return *TensorSlice::split(shape, it->second, l.parts, part);
+}
+
+inline Result<std::vector<TensorSlice>> declared(const std::string& name,
+                                                 const std::vector<int64_t>& shape) {
+  std::vector<TensorSlice> out;
+  for (const Layout& l : layouts()) {
+    for (int64_t p = 0; p < l.parts; ++p) {
+      TensorSlice s = slice_of(l, p, name, shape);
+      if (s == TensorSlice::whole(shape)) continue;
+      if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+    }
+  }
+  return out;
+}
+
+inline std::vector<uint8_t> gather(const std::vector<uint8_t>& full,
+                                   const std::vector<int64_t>& shape, const TensorSlice& s,
+                                   size_t es) {
+  std::vector<uint8_t> out;
+  for_each_slice_run(shape, s, [&](const SliceRun& r) {
+    out.insert(out.end(), full.begin() + static_cast<int64_t>(r.global * es),
+               full.begin() + static_cast<int64_t>((r.global + r.count) * es));
+    return true;
+  });
+  return out;
 }
 
 }  // namespace weightcast::testing

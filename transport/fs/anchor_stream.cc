@@ -129,6 +129,25 @@ Status StreamingAnchorWriter::reserve(size_t tensor, uint64_t begin, uint64_t en
   return ok_status();
 }
 
+Status StreamingAnchorWriter::mark_written(size_t tensor, uint64_t first_element, uint64_t count) {
+  if (tensor >= specs_.size()) {
+    return fail(invalid_argument("anchor '" + dir_ + "': no tensor " + std::to_string(tensor)));
+  }
+  const uint64_t elem = dtype_size(specs_[tensor].dtype);
+  const uint64_t numel = plan_.tensors[tensor].bytes / elem;
+  if (first_element > numel || count > numel - first_element) {
+    return fail(out_of_range("anchor '" + dir_ + "': tensor '" + specs_[tensor].name + "' " +
+                             elements(first_element, count) + " go past its end (" +
+                             std::to_string(numel) + " elements)"));
+  }
+  if (count == 0) return ok_status();
+  const uint64_t begin = first_element * elem;
+  if (Status s = reserve(tensor, begin, begin + count * elem); !s.ok()) return fail(std::move(s));
+  std::lock_guard<std::mutex> lock(mutex_);
+  bytes_written_ += count * elem;
+  return ok_status();
+}
+
 Status StreamingAnchorWriter::write(size_t tensor, uint64_t first_element,
                                     std::span<const uint8_t> bytes) {
   if (failed_.load(std::memory_order_relaxed)) {

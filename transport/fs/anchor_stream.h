@@ -74,6 +74,11 @@ class StreamingAnchorWriter {
   // runs at a time per pool); concurrent callers are serialised by the pool.
   Status write_tensor(size_t tensor, std::span<const uint8_t> all_bytes);
 
+  // Records elements [first_element, first_element + count) of `tensor` as written by another
+  // process into the files (a publisher rank: rank_anchor.h), with the refusals of write()
+  // (a range past the end, a double write); finish() reads them back as any others.
+  Status mark_written(size_t tensor, uint64_t first_element, uint64_t count);
+
   // Tensor bytes written so far (headers not counted).
   uint64_t bytes_written() const;
 

@@ -255,7 +255,7 @@ Status check_manifest_covering(const proto::StepManifest& m, const std::string& 
     }
   }
   RETURN_IF_ERROR(check_slice_checksums(m, what, limits));
-  if (m.kind() == proto::STEP_ANCHOR) {
+  if (m.kind() == proto::STEP_ANCHOR && coverage == RangeCoverage::kWhole) {
     Status s = validate_anchor_manifest(m);
     if (!s.ok()) return data_loss(what + ": " + s.message());
   }

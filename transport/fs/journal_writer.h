@@ -16,6 +16,7 @@
 #include "codec/delta_encoder.h"
 #include "codec/dtype.h"
 #include "codec/tensor_bytes.h"
+#include "transport/fs/anchor_stream.h"
 #include "transport/fs/anchor_writer.h"
 #include "transport/fs/delta_step.h"
 #include "transport/fs/retention.h"
@@ -146,7 +147,8 @@ class JournalWriter {
   // (kInvalidArgument) and left alone.
   Result<PublishReport> publish_staged_anchor(uint64_t version, const std::string& staged_dir,
                                               proto::StepManifest manifest, std::string why);
-  // ---- A delta written by several publisher ranks (rank_fragments.h) ----
+  // ---- Versions written by several publisher ranks (journal_writer_ranks.cc) ----
+  // A delta (rank_fragments.h):
   // Waits up to `wait` for the fragments of ranks 0..ranks-1 of `version` (the head version +
   // 1), merges them into one step (merge_rank_fragments: every tensor of the head tiled by
   // the ranks' ranges, starting from the head's checksums) and commits it: HEAD moves once.
@@ -154,6 +156,18 @@ class JournalWriter {
   // is published and the head is unchanged (a missing rank: kDeadlineExceeded naming it).
   Result<PublishReport> publish_rank_fragments(uint64_t version, uint32_t ranks,
                                                std::chrono::milliseconds wait);
+  // An anchor (rank_anchor.h): stage_rank_anchor creates the shard files of the model `specs`
+  // (every tensor, manifest order; planned with anchor_options()) in `version`'s staging
+  // directory and puts READY in place for the ranks; publish_rank_anchor waits up to `wait`
+  // for the fragments of ranks 0..ranks-1, checks that their ranges cover every tensor once,
+  // reads the files back, checks every tensor's C() against the ranks' sums, adds the ranks'
+  // slice checksum shares, and commits the anchor (publish_staged_anchor). On an error
+  // nothing is published, the staged files and fragments are removed (kDeadlineExceeded
+  // naming a missing rank, kFailedPrecondition the first element no rank wrote or one written
+  // twice, kChecksumMismatch a tensor that does not read back as the ranks wrote it).
+  Result<std::string> stage_rank_anchor(uint64_t version, std::vector<SafetensorsTensorSpec> specs);
+  Result<PublishReport> publish_rank_anchor(uint64_t version, uint32_t ranks,
+                                            std::chrono::milliseconds wait);
   // The shard and slice sizes (and pool) anchors of this journal are written with.
   const AnchorWriteOptions& anchor_options() const { return options_.anchor; }
 
@@ -181,6 +195,9 @@ class JournalWriter {
   JournalLock lock_;
   std::optional<proto::JournalHead> head_;
   proto::StepManifest head_manifest_;
+  // The anchor the publisher ranks are writing (stage_rank_anchor), and its version.
+  std::unique_ptr<StreamingAnchorWriter> rank_anchor_;
+  uint64_t rank_anchor_version_ = 0;
   // The delta being written: its tensors' slice checksums followed change by change.
   std::vector<std::unique_ptr<SliceChangeSums>> slice_changes_;
 };

@@ -1,7 +1,7 @@
 // JournalWriter's anchors streamed during the optimizer step (journal_writer.h, "Anchors
 // streamed during the optimizer step"): the staging directory a StreamingAnchorWriter writes
-// into, and the commit of what it finished, by the protocol publish() commits an anchor with;
-// and the commit of a delta that several publisher ranks wrote (rank_fragments.h).
+// into, and the commit of what it finished, by the protocol publish() commits an anchor with
+// (commit_staged, which journal_writer_ranks.cc commits with too).
 #include <unistd.h>
 
 #include <chrono>
@@ -9,7 +9,6 @@
 
 #include "transport/fs/journal_files.h"
 #include "transport/fs/journal_writer.h"
-#include "transport/fs/rank_fragments.h"
 
 namespace weightcast {
 namespace {
@@ -105,35 +104,6 @@ Result<PublishReport> JournalWriter::commit_staged(const std::string& staged_dir
                  " s to commit");
   }
   return report;
-}
-
-Result<PublishReport> JournalWriter::publish_rank_fragments(uint64_t version, uint32_t ranks,
-                                                            std::chrono::milliseconds wait) {
-  const double t0 = seconds_now();
-  const std::string fragments = rank_fragments_dir(layout_, version);
-  // The fragments go whatever happens: committed, their parts were moved into the step; not
-  // committed, the version is published again from new fragments.
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() { (void)remove_tree(dir); }
-  } cleanup{fragments};
-  if (!head_) {
-    return failed_precondition("journal '" + layout_.root() +
-                               "' is empty: rank fragments are deltas, publish an anchor first");
-  }
-  ASSIGN_OR_RETURN(const std::string staged, create_staging_dir(layout_, version));
-  auto merged = merge_rank_fragments(layout_, head_manifest_, version, ranks, wait, staged);
-  if (!merged.ok()) {
-    (void)remove_tree(staged);
-    return merged.status();
-  }
-  PublishReport report;
-  for (const auto& t : merged->tensors()) {
-    report.changed_tensors += t.changed() ? 1 : 0;
-    report.changed_elements += t.changed_elements();
-  }
-  const std::string how = "from " + std::to_string(ranks) + " publisher ranks' fragments";
-  return commit_staged(staged, *std::move(merged), std::move(report), t0, how);
 }
 
 }  // namespace weightcast

@@ -16,7 +16,13 @@ uint64_t ranges_base_checksum(const proto::TensorState& t) {
 Status check_range_records(const proto::StepManifest& m, const proto::TensorState& t,
                            uint64_t numel, const std::string& what, RangeCoverage coverage) {
   const std::string where = what + ": tensor '" + t.name() + "'";
-  if (m.kind() != proto::STEP_DELTA) return data_loss(where + ": range records outside a delta");
+  // A committed step has them in deltas only; a rank's fragment of an anchor lists the ranges
+  // it wrote into the shard files (rank_anchor.h), without records.
+  const bool anchor_fragment =
+      coverage == RangeCoverage::kPartial && m.kind() == proto::STEP_ANCHOR;
+  if (m.kind() != proto::STEP_DELTA && !anchor_fragment) {
+    return data_loss(where + ": range records outside a delta");
+  }
   if (static_cast<size_t>(t.ranges_size()) > kMaxRangesPerTensor) {
     return data_loss(where + ": " + std::to_string(t.ranges_size()) +
                      " range records exceed the limit " + std::to_string(kMaxRangesPerTensor));
@@ -45,6 +51,7 @@ Status check_range_records(const proto::StepManifest& m, const proto::TensorStat
     if (!r.changed() && r.base_checksum() != r.checksum()) {
       return data_loss(range + ": unchanged, yet its checksum moved");
     }
+    if (r.changed() && anchor_fragment) return data_loss(range + ": a record in an anchor");
     if (r.changed()) {
       if (r.part() >= static_cast<uint32_t>(m.parts_size())) {
         return data_loss(range + ": names part " + std::to_string(r.part()) + " of " +

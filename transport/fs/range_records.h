@@ -14,7 +14,8 @@ namespace weightcast {
 // How much of its tensor a manifest's ranges must cover.
 enum class RangeCoverage {
   kWhole,    // a committed step: the ranges tile the tensor, their sums are the tensor's
-  kPartial,  // one rank's fragment (rank_fragments.h): its own ranges, not overlapping
+  kPartial,  // one rank's fragment (rank_fragments.h, rank_anchor.h): its own ranges, not
+             // overlapping; an anchor's list no records
 };
 
 inline constexpr size_t kMaxRangesPerTensor = 65536;

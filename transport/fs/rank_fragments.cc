@@ -169,22 +169,24 @@ Status RankFragmentWriter::finish() {
     t.set_changed(changed != 0);
     t.set_changed_elements(changed);
   }
-  const std::string what = temp_dir_ + "/FRAGMENT";
-  RETURN_IF_ERROR(check_manifest_covering(fragment_, what, {}, RangeCoverage::kPartial));
-  RETURN_IF_ERROR(
-      write_and_sync_file(what, frame_journal_message(JournalFileKind::kFragment, fragment_), {}));
-  RETURN_IF_ERROR(fsync_directory(temp_dir_));
-  RETURN_IF_ERROR(rename_durably(temp_dir_, rank_fragment_dir(layout_, version_, rank_),
-                                 rank_fragments_dir(layout_, version_)));
+  RETURN_IF_ERROR(put_rank_fragment(layout_, rank_, temp_dir_, fragment_));
   finished_ = true;
   return ok_status();
 }
 
-namespace {
+Status put_rank_fragment(const JournalLayout& layout, uint32_t rank, const std::string& temp_dir,
+                         const proto::StepManifest& fragment) {
+  const std::string what = temp_dir + "/FRAGMENT";
+  RETURN_IF_ERROR(check_manifest_covering(fragment, what, {}, RangeCoverage::kPartial));
+  RETURN_IF_ERROR(
+      write_and_sync_file(what, frame_journal_message(JournalFileKind::kFragment, fragment), {}));
+  RETURN_IF_ERROR(fsync_directory(temp_dir));
+  return rename_durably(temp_dir, rank_fragment_dir(layout, fragment.version(), rank),
+                        rank_fragments_dir(layout, fragment.version()));
+}
 
-// Waits until every rank's fragment of `version` is in place, or `wait` passed.
-Status wait_for_fragments(const JournalLayout& layout, uint64_t version, uint32_t ranks,
-                          std::chrono::milliseconds wait) {
+Status wait_for_rank_fragments(const JournalLayout& layout, uint64_t version, uint32_t ranks,
+                               std::chrono::milliseconds wait) {
   const auto until = std::chrono::steady_clock::now() + wait;
   std::vector<uint32_t> missing;
   for (;;) {
@@ -206,8 +208,6 @@ Status wait_for_fragments(const JournalLayout& layout, uint64_t version, uint32_
   }
 }
 
-}  // namespace
-
 Result<proto::StepManifest> merge_rank_fragments(const JournalLayout& layout,
                                                  const proto::StepManifest& head, uint64_t version,
                                                  uint32_t ranks, std::chrono::milliseconds wait,
@@ -219,7 +219,7 @@ Result<proto::StepManifest> merge_rank_fragments(const JournalLayout& layout,
     return failed_precondition(what + ": rank fragments are a delta on the head version " +
                                std::to_string(head.version()));
   }
-  RETURN_IF_ERROR(wait_for_fragments(layout, version, ranks, wait));
+  RETURN_IF_ERROR(wait_for_rank_fragments(layout, version, ranks, wait));
 
   proto::StepManifest out;
   out.set_format_version(kJournalFormatVersion);

@@ -34,6 +34,17 @@ namespace weightcast {
 std::string rank_fragments_dir(const JournalLayout& layout, uint64_t version);
 std::string rank_fragment_dir(const JournalLayout& layout, uint64_t version, uint32_t rank);
 
+// Checks `fragment` (a rank's own ranges, RangeCoverage::kPartial), writes it as FRAGMENT into
+// `temp_dir` (the rank's fragment directory under its .tmp name, holding its other files),
+// fsyncs and renames the directory to rank_fragment_dir: the rank's part is durable.
+Status put_rank_fragment(const JournalLayout& layout, uint32_t rank, const std::string& temp_dir,
+                         const proto::StepManifest& fragment);
+
+// Waits until every rank 0..ranks-1 put its fragment of `version` in place, or `wait` passed
+// (kDeadlineExceeded naming the ranks missing and saying the version is not committed).
+Status wait_for_rank_fragments(const JournalLayout& layout, uint64_t version, uint32_t ranks,
+                               std::chrono::milliseconds wait);
+
 class RankFragmentWriter {
  public:
   // Starts rank `rank`'s fragment of delta version `version` (on version - 1) in the journal

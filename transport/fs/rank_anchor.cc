@@ -1,0 +1,136 @@
+#include "transport/fs/rank_anchor.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
+#include "codec/base/file_io.h"
+#include "codec/checksum.h"
+#include "codec/delta_manifest.h"
+#include "transport/fs/journal_files.h"
+#include "transport/fs/rank_fragments.h"
+
+namespace weightcast {
+
+std::string rank_anchor_ready_path(const JournalLayout& layout, uint64_t version) {
+  return rank_fragments_dir(layout, version) + "/READY";
+}
+
+Result<std::unique_ptr<RankAnchorWriter>> RankAnchorWriter::open(
+    const std::string& root, uint64_t version, uint32_t rank,
+    std::vector<SafetensorsTensorSpec> specs, const AnchorWriteOptions& options,
+    std::chrono::milliseconds wait) {
+  std::unique_ptr<RankAnchorWriter> w(new RankAnchorWriter());
+  w->layout_ = JournalLayout(root);
+  w->rank_ = rank;
+  const std::string staged = w->layout_.staging() + "/" + JournalLayout::step_dir_name(version);
+  ASSIGN_OR_RETURN(
+      w->plan_, plan_anchor(staged, specs, options, "rank " + std::to_string(rank) + "'s anchor"));
+  w->specs_ = std::move(specs);
+  w->fds_.assign(w->plan_.shards.size(), -1);
+  const std::string ready = rank_anchor_ready_path(w->layout_, version);
+  const auto until = std::chrono::steady_clock::now() + wait;
+  for (std::error_code ec; !std::filesystem::exists(ready, ec);) {
+    if (std::chrono::steady_clock::now() >= until) {
+      return deadline_exceeded("rank " + std::to_string(rank) + ": anchor " +
+                               std::to_string(version) + " of journal '" + root +
+                               "' was not staged within " + std::to_string(wait.count()) +
+                               " ms (no '" + ready + "')");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  w->temp_dir_ = rank_fragment_dir(w->layout_, version, rank) + ".tmp";
+  RETURN_IF_ERROR(remove_tree(rank_fragment_dir(w->layout_, version, rank)));
+  RETURN_IF_ERROR(remove_tree(w->temp_dir_));
+  RETURN_IF_ERROR(make_directories(w->temp_dir_));
+  w->fragment_.set_format_version(kJournalFormatVersion);
+  w->fragment_.set_kind(proto::STEP_ANCHOR);
+  w->fragment_.set_version(version);
+  w->fragment_.set_anchor_version(version);
+  return w;
+}
+
+RankAnchorWriter::~RankAnchorWriter() {
+  for (const int fd : fds_) {
+    if (fd >= 0) ::close(fd);
+  }
+  if (!finished_ && !temp_dir_.empty()) (void)remove_tree(temp_dir_);
+}
+
+Status RankAnchorWriter::write(const std::string& name, uint64_t first_element,
+                               std::span<const uint8_t> bytes) {
+  const std::string who = "rank " + std::to_string(rank_) + ", tensor '" + name + "'";
+  if (finished_) return failed_precondition(who + ": the anchor part is finished");
+  const auto it = std::find_if(specs_.begin(), specs_.end(),
+                               [&](const SafetensorsTensorSpec& s) { return s.name == name; });
+  if (it == specs_.end()) return invalid_argument(who + ": not a tensor of the anchor");
+  const auto i = static_cast<size_t>(it - specs_.begin());
+  const AnchorTensorPlan& t = plan_.tensors[i];
+  const uint64_t es = dtype_size(it->dtype), numel = t.bytes / es;
+  const uint64_t count = bytes.size() / es;
+  if (bytes.size() % es != 0 || first_element > numel || count > numel - first_element) {
+    return invalid_argument(who + ": " + std::to_string(bytes.size()) + " bytes at element " +
+                            std::to_string(first_element) + " are not whole elements inside its " +
+                            std::to_string(numel));
+  }
+  if (count == 0) return ok_status();
+  const AnchorShardPlan& shard = plan_.shards[t.shard];
+  int& fd = fds_[t.shard];
+  if (fd < 0) {
+    fd = ::open(shard.path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return anchor_errno_error(who + ": cannot open", shard.path, 0);
+  }
+  RETURN_IF_ERROR(pwrite_all(fd, shard.path, bytes, t.offset + first_element * es));
+  proto::TensorState* state = nullptr;
+  for (auto& s : *fragment_.mutable_tensors()) {
+    if (s.name() == name) state = &s;
+  }
+  if (state == nullptr) {
+    state = fragment_.add_tensors();
+    state->set_name(name);
+    state->set_dtype(dtype_to_proto(it->dtype));
+    for (const int64_t d : it->shape) state->add_shape(d);
+  }
+  proto::RangeRecord* r = state->add_ranges();
+  r->set_rank(rank_);
+  r->set_range_offset(first_element);
+  r->set_range_elements(count);
+  const uint64_t c = checksum_range(bytes.data(), es, count, first_element);
+  r->set_base_checksum(c);
+  r->set_checksum(c);
+  return ok_status();
+}
+
+void RankAnchorWriter::add_slice_share(const std::string& tensor, const TensorSlice& slice,
+                                       uint64_t share) {
+  proto::SliceChecksum* e = fragment_.add_slice_checksums();
+  e->set_tensor(tensor);
+  *e->mutable_slice() = slice_to_proto(slice);
+  e->set_checksum(share);
+}
+
+Status RankAnchorWriter::finish() {
+  if (finished_) return failed_precondition("rank " + std::to_string(rank_) + ": finished twice");
+  for (size_t k = 0; k < fds_.size(); ++k) {
+    if (fds_[k] < 0) continue;
+    if (::fsync(fds_[k]) != 0) return anchor_errno_error("cannot fsync", plan_.shards[k].path, 0);
+    ::close(fds_[k]);
+    fds_[k] = -1;
+  }
+  for (auto& t : *fragment_.mutable_tensors()) {
+    auto* ranges = t.mutable_ranges();
+    std::sort(ranges->begin(), ranges->end(),
+              [](const auto& a, const auto& b) { return a.range_offset() < b.range_offset(); });
+    uint64_t sum = 0;
+    for (const auto& r : *ranges) sum += r.checksum();
+    t.set_checksum(sum);
+  }
+  RETURN_IF_ERROR(put_rank_fragment(layout_, rank_, temp_dir_, fragment_));
+  finished_ = true;
+  return ok_status();
+}
+
+}  // namespace weightcast

@@ -1,0 +1,72 @@
+// Anchors written by several publisher ranks: one Hugging Face checkpoint (the shard files and
+// index of plan_anchor, anchor_plan.h) however many ranks wrote it, with no rank holding the
+// model (docs/DECISIONS.md "Several publisher ranks").
+//
+// The journal's writer stages the anchor (JournalWriter::stage_rank_anchor: a
+// StreamingAnchorWriter creates the shard files in the version's staging directory, writes
+// their headers and sizes them) and then puts READY in the version's fragments directory. Each
+// rank (RankAnchorWriter) waits for READY, pwrites the elements it owns at their planned offsets,
+// fsyncs, and puts its fragment in place: its ranges with their C(). The writer
+// (JournalWriter::publish_rank_anchor) waits for every rank's fragment, marks their ranges
+// written (an overlap is refused by name, a hole by the first missing element), reads the files
+// back (extents' XXH3, tensors' C()), checks each tensor's C() against the ranks' sums and
+// commits the anchor.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codec/base/status.h"
+#include "codec/formats/safetensors_format.h"
+#include "codec/tensor_slice.h"
+#include "transport/fs/anchor_plan.h"
+#include "transport/fs/journal_layout.h"
+#include "weightcast/journal.pb.h"
+
+namespace weightcast {
+
+// The file the writer puts in place once an anchor's shard files are ready for the ranks.
+std::string rank_anchor_ready_path(const JournalLayout& layout, uint64_t version);
+
+class RankAnchorWriter {
+ public:
+  // Rank `rank`'s part of anchor `version` of the journal at `root`, whose model is `specs`
+  // (every tensor, in the writer's order) planned with `options` (the writer's
+  // anchor_options(): the same plan). Waits up to `wait` for the writer's READY
+  // (kDeadlineExceeded naming it).
+  static Result<std::unique_ptr<RankAnchorWriter>> open(const std::string& root, uint64_t version,
+                                                        uint32_t rank,
+                                                        std::vector<SafetensorsTensorSpec> specs,
+                                                        const AnchorWriteOptions& options,
+                                                        std::chrono::milliseconds wait);
+  ~RankAnchorWriter();
+  RankAnchorWriter(const RankAnchorWriter&) = delete;
+  RankAnchorWriter& operator=(const RankAnchorWriter&) = delete;
+
+  // Writes `bytes` (whole elements, row-major, little-endian) as elements first_element.. of
+  // tensor `name` at their offset in its shard file, and lists the range. Refused by name: an
+  // unknown tensor, bytes that are not whole elements, a range past the tensor's end.
+  Status write(const std::string& name, uint64_t first_element, std::span<const uint8_t> bytes);
+  // The rank's share of C() over a slice an engine layout cuts (codec/slice_checksum.h).
+  void add_slice_share(const std::string& tensor, const TensorSlice& slice, uint64_t share);
+  // fsyncs the shard files it wrote and puts its fragment in place. Once.
+  Status finish();
+
+ private:
+  RankAnchorWriter() = default;
+
+  JournalLayout layout_{""};
+  uint32_t rank_ = 0;
+  std::vector<SafetensorsTensorSpec> specs_;
+  AnchorPlan plan_;
+  std::vector<int> fds_;  // per shard, opened at its first write; -1 until then
+  std::string temp_dir_;
+  proto::StepManifest fragment_;
+  bool finished_ = false;
+};
+
+}  // namespace weightcast
