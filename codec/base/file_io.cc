@@ -182,6 +182,28 @@ Status remove_file_durably(const std::string& path) {
   return fsync_directory(parent_dir(path));
 }
 
+Result<std::vector<uint8_t>> read_file_range(const std::string& path, uint64_t offset,
+                                             uint64_t bytes) {
+  ASSIGN_OR_RETURN(const int fd, open_regular_file(path));
+  std::vector<uint8_t> out(static_cast<size_t>(bytes));
+  size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n =
+        ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      Status s = n < 0 ? errno_status("cannot read", path)
+                       : data_loss("'" + path + "' ends before byte " +
+                                   std::to_string(offset + bytes) + " (truncated)");
+      ::close(fd);
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return out;
+}
+
 Result<std::vector<uint8_t>> read_whole_file(const std::string& path, uint64_t max_bytes) {
   ASSIGN_OR_RETURN(const int fd, open_regular_file(path));
   struct stat st {};

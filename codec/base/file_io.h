@@ -41,6 +41,11 @@ class MappedFile {
 Result<std::vector<uint8_t>> read_whole_file(const std::string& path,
                                              uint64_t max_bytes = uint64_t{1} << 40);
 
+// Reads bytes [offset, offset + bytes) of the regular file `path` with pread (kDataLoss when
+// the file ends before; the refusals and errors of read_whole_file otherwise).
+Result<std::vector<uint8_t>> read_file_range(const std::string& path, uint64_t offset,
+                                             uint64_t bytes);
+
 // Writes `path` through `<dir>/.<name>.tmp.<pid>`: bytes arrive through sink(); commit()
 // fsyncs the file, renames it over `path` and fsyncs the directory. Destroying an
 // uncommitted writer removes the temporary file, so nothing half-written is ever visible.

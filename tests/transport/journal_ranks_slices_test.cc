@@ -1,10 +1,12 @@
 // Engine ranks holding slices follow a journal whose deltas several publisher ranks wrote in
 // ranges (rank_fragments.h): four FSDP-like ranks write each version with their shares of the
 // layouts' slice checksums; readers of tensor-parallel layouts along dimension 0 and 1 and of
-// an expert-parallel split apply only the records of the ranges their slices meet and stay
-// bit-exact; a wrong slice checksum is refused and the version before kept, bytes untouched.
+// an expert-parallel split read and apply only the records of the ranges their slices meet
+// (bytes read counted) and stay bit-exact; a wrong slice checksum is refused and the version before
+// kept, bytes untouched.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
 #include <thread>
 
@@ -110,12 +112,35 @@ TEST_F(JournalRanksSlices, EveryPartOfEveryLayoutFollowsTheRanksVersionsBitExact
     size_t ranged = 0;
     for (const auto& t : m.tensors()) ranged += t.ranges_size() > 1 ? 1 : 0;
     ASSERT_GE(ranged, 2u);
+    uint64_t step_bytes = 0;
+    for (const auto& p : m.parts()) step_bytes += p.bytes();
     for (Engine& e : engines) {
+      // What the rank needs: the records of the changed ranges its slices lie between.
+      uint64_t needed = 0;
+      const auto tensors = model_.tensors();
+      for (int i = 0; i < m.tensors_size(); ++i) {
+        const TensorSlice s = slice_of(*e.layout, e.part, tensors[i].name, tensors[i].shape);
+        const SliceLocator span(tensors[i].shape, s);
+        for (const auto& r : m.tensors(i).ranges()) {
+          const bool meets =
+              r.range_offset() < span.end() && r.range_offset() + r.range_elements() > span.first();
+          if (r.changed() && meets) needed += r.bytes();
+        }
+      }
+      const uint64_t read_before = e.reader->delta_bytes_read();
       auto report = e.reader->catch_up(v);
       ASSERT_TRUE(report.ok()) << e.layout->name << " part " << e.part << ": "
                                << report.status().message();
       ASSERT_EQ(e.reader->held(), std::optional<uint64_t>(v));
       EXPECT_EQ(mismatch(*e.layout, e.part, e.storage), "") << "version " << v;
+      const uint64_t read = e.reader->delta_bytes_read() - read_before;
+      EXPECT_EQ(read, needed) << e.layout->name << " part " << e.part << " version " << v;
+      EXPECT_LT(read, step_bytes) << e.layout->name << " part " << e.part;
+      std::printf("version %llu, %s part %lld: read %llu of the step's %llu bytes (%.2f)\n",
+                  static_cast<unsigned long long>(v), e.layout->name,
+                  static_cast<long long>(e.part), static_cast<unsigned long long>(read),
+                  static_cast<unsigned long long>(step_bytes),
+                  static_cast<double>(read) / static_cast<double>(step_bytes));
     }
   }
 }

@@ -1,5 +1,6 @@
 // The writing half of CatchUpReader (catch_up_reader.h): a delta version applied in place into
 // the destinations, all or nothing, and a version an engine claims to hold, verified.
+#include <deque>
 #include <map>
 #include <optional>
 
@@ -31,7 +32,8 @@ Status CatchUpReader::apply_delta_from(const proto::StepManifest& delta,
 }
 
 Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const std::string& what,
-                                           const PartLoader& load_part) {
+                                           const PartLoader& load_part,
+                                           const RecordLoader& load_record) {
   const uint64_t version = m.version();
   if (m.kind() != proto::STEP_DELTA || m.base_version() + 1 != version) {
     return data_loss(what + " is not a delta on version " + std::to_string(version - 1));
@@ -49,6 +51,7 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
   // Everything is read and checked before the first byte is written. Only the records'
   // bytes are held (the parts), never a copy of a tensor.
   std::map<uint32_t, std::vector<uint8_t>> parts;
+  std::deque<std::vector<uint8_t>> owned_records;  // records read alone (load_record)
   std::vector<std::pair<size_t, DeltaRecordView>> records;
   for (size_t i = 0; i < destinations_.size(); ++i) {
     const auto& t = m.tensors(static_cast<int>(i));
@@ -64,10 +67,22 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
     const bool ranged = !t.ranges().empty();
     const auto take = [&](uint32_t part, uint64_t offset, uint64_t size, uint64_t first,
                           uint64_t count, uint64_t base, uint64_t target) -> Status {
-      if (!parts.contains(part)) {
-        ASSIGN_OR_RETURN(parts[part], load_part(part));
+      std::span<const uint8_t> bytes;
+      std::optional<std::vector<uint8_t>> alone;
+      if (ranged && load_record) {
+        // A rank's part holds records of many tensors, of which a slice may need few: a
+        // version the ranks wrote is read record by record, each checked by its own XXH3.
+        ASSIGN_OR_RETURN(alone, load_record(part, offset, size));
       }
-      std::span<const uint8_t> bytes(parts[part]);
+      if (alone) {
+        bytes = owned_records.emplace_back(std::move(*alone));
+        offset = 0;
+      } else {
+        if (!parts.contains(part)) {
+          ASSIGN_OR_RETURN(parts[part], load_part(part));
+        }
+        bytes = parts[part];
+      }
       if (offset > bytes.size() || size > bytes.size() - offset) {
         return data_loss(what + ": record of '" + t.name() + "' lies outside its part");
       }

@@ -1,9 +1,12 @@
 #include "transport/fs/catch_up_reader.h"
 
+#include "codec/base/file_io.h"
+
 #include <algorithm>
 #include <map>
 #include <thread>
 
+#include "codec/base/file_io.h"
 #include "codec/delta_apply.h"
 #include "codec/delta_format.h"
 #include "codec/delta_manifest.h"
@@ -230,7 +233,21 @@ Status CatchUpReader::apply_delta_step(uint64_t version) {
   if (m.version() != version) {
     return data_loss(dir + " is not a delta on version " + std::to_string(version - 1));
   }
-  return apply_delta_manifest(m, dir, [&](size_t index) { return read_delta_part(dir, m, index); });
+  const auto load_part = [&](size_t index) -> Result<std::vector<uint8_t>> {
+    ASSIGN_OR_RETURN(auto bytes, read_delta_part(dir, m, index));
+    delta_bytes_read_ += m.parts(static_cast<int>(index)).bytes();
+    return bytes;
+  };
+  const auto load_record = [&](uint32_t part, uint64_t offset,
+                               uint64_t bytes) -> Result<std::optional<std::vector<uint8_t>>> {
+    const proto::PartInfo& p = m.parts(static_cast<int>(part));  // checked by the manifest
+    using Bytes = std::optional<std::vector<uint8_t>>;
+    if (p.compression() != proto::COMPRESSION_NONE) return Bytes();
+    ASSIGN_OR_RETURN(auto record, read_file_range(dir + "/" + p.file(), offset, bytes));
+    delta_bytes_read_ += bytes;
+    return Bytes(std::move(record));
+  };
+  return apply_delta_manifest(m, dir, load_part, load_record);
 }
 
 Status CatchUpReader::run_deltas(uint64_t from_exclusive, uint64_t target, CatchUpReport* report) {

@@ -120,6 +120,8 @@ class CatchUpReader {
 
   // Bytes written into the destinations so far (anchors, deltas, reverts).
   uint64_t bytes_written() const { return bytes_written_; }
+  // Bytes of delta parts and records read from the journal so far (anchors not counted).
+  uint64_t delta_bytes_read() const { return delta_bytes_read_; }
 
   // Executes plans until the destinations hold `target` (default: HEAD's version), falling
   // back to older anchors as needed. Fails (naming every plan tried) only when no anchor
@@ -172,8 +174,12 @@ class CatchUpReader {
   Status load_anchor(uint64_t version);
   Status apply_delta_step(uint64_t version);
   using PartLoader = std::function<Result<std::vector<uint8_t>>(size_t index)>;
+  // One record's bytes (part, offset and bytes in the decompressed part), for a tensor written
+  // in ranges by several ranks; nullopt: read the whole part instead (a compressed one).
+  using RecordLoader = std::function<Result<std::optional<std::vector<uint8_t>>>(
+      uint32_t part, uint64_t offset, uint64_t bytes)>;
   Status apply_delta_manifest(const proto::StepManifest& m, const std::string& what,
-                              const PartLoader& load_part);
+                              const PartLoader& load_part, const RecordLoader& load_record = {});
   // After some records of a version failed (done[k] their outcomes): reverts the applied
   // ones and checks every touched tensor is back at its held checksum.
   Status revert_applied(const proto::StepManifest& m,
@@ -196,6 +202,7 @@ class CatchUpReader {
   std::string head_journal_;  // HEAD's journal_id as catch_up last read it
   std::vector<uint64_t> checksums_;
   uint64_t bytes_written_ = 0;
+  uint64_t delta_bytes_read_ = 0;
   bool window_open_ = false;
   bool lease_steps_ = false;  // this catch_up protects the steps it reads with a lease
 };
