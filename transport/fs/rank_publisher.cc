@@ -1,0 +1,166 @@
+#include "transport/fs/rank_publisher.h"
+
+#include <cstring>
+#include <span>
+
+#include "codec/checksum.h"
+#include "codec/delta_encoder.h"
+#include "codec/slice_checksum.h"
+#include "codec/tensor_bytes.h"
+#include "transport/fs/rank_anchor.h"
+#include "transport/fs/rank_fragments.h"
+
+namespace weightcast {
+
+Result<std::unique_ptr<RankPublisher>> RankPublisher::open(RankPublisherOptions options,
+                                                           std::vector<SafetensorsTensorSpec> model,
+                                                           std::vector<OwnedRange> ranges) {
+  const std::string who = "publisher rank " + std::to_string(options.rank);
+  if (options.ranks == 0 || options.rank >= options.ranks) {
+    return invalid_argument(who + " of " + std::to_string(options.ranks) + " ranks");
+  }
+  std::unique_ptr<RankPublisher> p(new RankPublisher());
+  for (const OwnedRange& r : ranges) {
+    size_t i = 0;
+    while (i < model.size() && model[i].name != r.name) ++i;
+    if (i == model.size()) {
+      return invalid_argument(who + ": tensor '" + r.name + "' is not in the model");
+    }
+    ASSIGN_OR_RETURN(const uint64_t numel, shape_numel(model[i].shape, "tensor '" + r.name + "'"));
+    if (r.count == 0 || r.first > numel || r.count > numel - r.first || r.data == nullptr) {
+      return invalid_argument(who + ": tensor '" + r.name + "' elements [" +
+                              std::to_string(r.first) + ", " + std::to_string(r.first + r.count) +
+                              ") are empty, without memory, or not inside its " +
+                              std::to_string(numel));
+    }
+    p->tensor_of_.push_back(i);
+  }
+  options.journal.root = options.root;
+  if (options.rank == 0) {
+    ASSIGN_OR_RETURN(p->writer_, JournalWriter::open(options.journal));
+  }
+  p->options_ = std::move(options);
+  p->model_ = std::move(model);
+  p->ranges_ = std::move(ranges);
+  return p;
+}
+
+std::string RankPublisher::who(uint64_t version) const {
+  return "publisher rank " + std::to_string(options_.rank) + ", version " + std::to_string(version);
+}
+
+Result<RankPublishReport> RankPublisher::publish(uint64_t version, bool force_anchor) {
+  if (last_ && version <= *last_) {
+    return failed_precondition(who(version) + ": not newer than " + std::to_string(*last_));
+  }
+  // A rank that restarted (no snapshot) cannot write a delta the others write: refuse rather
+  // than decide alone that the version is an anchor.
+  const bool by_rule = force_anchor || version == 0 ||
+                       (options_.anchor_every != 0 && version % options_.anchor_every == 0);
+  if (!by_rule && (!last_ || *last_ + 1 != version)) {
+    return failed_precondition(
+        who(version) + ": this rank holds no snapshot of version " + std::to_string(version - 1) +
+        " (it restarted, or skipped versions); publish an anchor (force_anchor on every rank)");
+  }
+  auto report = by_rule ? publish_anchor(version) : publish_delta(version);
+  if (!report.ok()) return report;
+  // Every range's bytes as published: the next delta's base.
+  snapshot_.resize(ranges_.size());
+  checksums_.resize(ranges_.size());
+  for (size_t k = 0; k < ranges_.size(); ++k) {
+    const size_t es = dtype_size(model_[tensor_of_[k]].dtype);
+    snapshot_[k].assign(ranges_[k].data, ranges_[k].data + ranges_[k].count * es);
+    checksums_[k] = checksum_range(snapshot_[k].data(), es, ranges_[k].count, ranges_[k].first);
+  }
+  last_ = version;
+  return report;
+}
+
+namespace {
+
+// The rank's shares of the declared slices' checksums over one range's bytes.
+template <typename Part>
+Status add_shares(const DeclaredSlices& declared, const SafetensorsTensorSpec& t,
+                  const OwnedRange& r, Part* part) {
+  if (!declared) return ok_status();
+  ASSIGN_OR_RETURN(const auto slices, declared(t.name, t.shape));
+  if (slices.empty()) return ok_status();
+  const TensorRef own = TensorRef::contiguous(t.name, t.dtype, const_cast<uint8_t*>(r.data),
+                                              static_cast<int64_t>(r.count));
+  ASSIGN_OR_RETURN(
+      const auto shares,
+      partial_checksums(own, t.shape, TensorSlice::flat(r.first, r.first + r.count), slices));
+  for (size_t k = 0; k < slices.size(); ++k) part->add_slice_share(t.name, slices[k], shares[k]);
+  return ok_status();
+}
+
+}  // namespace
+
+Result<RankPublishReport> RankPublisher::publish_anchor(uint64_t version) {
+  RankPublishReport report;
+  report.version = version;
+  report.anchor = true;
+  if (writer_) {
+    RETURN_IF_ERROR(
+        writer_->stage_rank_anchor(version, model_).status().with_context(who(version)));
+  }
+  auto part = RankAnchorWriter::open(options_.root, version, options_.rank, model_,
+                                     options_.journal.anchor, options_.wait);
+  if (!part.ok()) return part.status().with_context(who(version));
+  for (size_t k = 0; k < ranges_.size(); ++k) {
+    const SafetensorsTensorSpec& t = model_[tensor_of_[k]];
+    const uint64_t bytes = ranges_[k].count * dtype_size(t.dtype);
+    RETURN_IF_ERROR((*part)->write(t.name, ranges_[k].first, {ranges_[k].data, bytes}));
+    RETURN_IF_ERROR(add_shares(options_.journal.declared_slices, t, ranges_[k], part->get()));
+    report.stored_bytes += bytes;
+  }
+  RETURN_IF_ERROR((*part)->finish().with_context(who(version)));
+  if (writer_) {
+    ASSIGN_OR_RETURN(report.commit,
+                     writer_->publish_rank_anchor(version, options_.ranks, options_.wait));
+  }
+  return report;
+}
+
+Result<RankPublishReport> RankPublisher::publish_delta(uint64_t version) {
+  RankPublishReport report;
+  report.version = version;
+  auto part =
+      RankFragmentWriter::open(options_.root, version, options_.rank, options_.journal.delta);
+  if (!part.ok()) return part.status().with_context(who(version));
+  for (size_t k = 0; k < ranges_.size(); ++k) {
+    const SafetensorsTensorSpec& t = model_[tensor_of_[k]];
+    const size_t es = dtype_size(t.dtype);
+    const std::span<const uint8_t> now(ranges_[k].data, ranges_[k].count * es);
+    if (es == 8) {  // the delta codec takes 1-, 2- and 4-byte elements: these may not change
+      if (std::memcmp(now.data(), snapshot_[k].data(), now.size()) != 0) {
+        return failed_precondition(who(version) + ": 8-byte tensor '" + t.name +
+                                   "' changed; publish an anchor (force_anchor on every rank)");
+      }
+      RETURN_IF_ERROR((*part)->add_unchanged_range(t.name, t.dtype, t.shape, ranges_[k].first,
+                                                   ranges_[k].count, checksums_[k]));
+    } else {
+      EncodeOptions e;
+      e.name = t.name;
+      e.dtype = t.dtype;
+      e.base_version = version - 1;
+      e.target_version = version;
+      e.range_offset = ranges_[k].first;
+      ASSIGN_OR_RETURN(e.tensor_elements, shape_numel(t.shape, "tensor '" + t.name + "'"));
+      e.base_checksum = checksums_[k];
+      e.pool = options_.journal.pool;
+      ASSIGN_OR_RETURN(const EncodedDelta d, encode_delta(snapshot_[k], now, e));
+      RETURN_IF_ERROR((*part)->add_range(t.name, t.dtype, t.shape, d));
+    }
+    RETURN_IF_ERROR(add_shares(options_.journal.declared_slices, t, ranges_[k], part->get()));
+  }
+  RETURN_IF_ERROR((*part)->finish().with_context(who(version)));
+  report.stored_bytes = (*part)->stored_bytes();
+  if (writer_) {
+    ASSIGN_OR_RETURN(report.commit,
+                     writer_->publish_rank_fragments(version, options_.ranks, options_.wait));
+  }
+  return report;
+}
+
+}  // namespace weightcast
