@@ -7,6 +7,7 @@
 #include "bench/drivers/delta_benchmark.h"
 #include "bench/drivers/journal_benchmark.h"
 #include "bench/drivers/model_delta_benchmark.h"
+#include "bench/drivers/ranks_benchmark.h"
 #include "codec/delta_format.h"
 #include "src/cli/commands.h"
 #include "src/cli/number_flags.h"
@@ -311,6 +312,40 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
       std::fprintf(stderr, "weightcast: %s\n", line.c_str());
     };
     auto r = run_journal_benchmark(*jcfg);
+    if (!r.ok()) {
+      exit_code = report(r.status());
+      return;
+    }
+    std::printf("%s\n", r->dump(2).c_str());
+    exit_code = 0;
+  });
+
+  auto rcfg = std::make_shared<RanksBenchmarkConfig>();
+  auto* rb = bench->add_subcommand(
+      "ranks",
+      "Several publisher ranks (a process each, an FSDP-like shard) publishing one journal, "
+      "against one publisher of the whole model; engine ranks of two layouts reading it");
+  rb->add_option("--dir", rcfg->dir, "Directory for the scratch journals")->capture_default_str();
+  rb->add_option("--parameters", rcfg->parameters, "bf16 parameters of the synthetic model")
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(1, kMaxBenchParameters));
+  rb->add_option("--tensors", rcfg->tensors, "Tensors of the model")
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(1, kMaxBenchTensors));
+  rb->add_option("--ranks", rcfg->ranks, "Publisher ranks")
+      ->capture_default_str()
+      ->check(number_in<uint32_t>(1, 64));
+  rb->add_option("--versions", rcfg->versions, "Versions: an anchor, then deltas")
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(2, kMaxBenchDeltas));
+  rb->add_option("--density", rcfg->density, "Fraction of elements each step changes")
+      ->capture_default_str()
+      ->check(number_in<double>(kMinBenchDensity, kMaxBenchDensity));
+  rb->callback([rcfg, &exit_code] {
+    rcfg->log = [](const std::string& line) {
+      std::fprintf(stderr, "weightcast: %s\n", line.c_str());
+    };
+    auto r = run_ranks_benchmark(*rcfg);
     if (!r.ok()) {
       exit_code = report(r.status());
       return;
