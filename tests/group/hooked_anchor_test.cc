@@ -3,28 +3,19 @@
 // publish_step), the anchor is moved into the journal at publish with the version's delta
 // beside it, the engine verifies it, and the shards open in the `safetensors` package and
 // equal the model (tests/transport/anchor_stream_check.py).
-#include <sys/wait.h>
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "tests/group/trainer_side.h"
+#include "tests/transport/safetensors_interop.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/journal_layout.h"
-
-#ifndef WEIGHTCAST_PYTHON
-#define WEIGHTCAST_PYTHON ""
-#endif
-#ifndef WEIGHTCAST_TRANSPORT_TEST_DIR
-#define WEIGHTCAST_TRANSPORT_TEST_DIR ""
-#endif
 
 namespace weightcast {
 namespace {
@@ -123,35 +114,30 @@ TEST(HookedAnchor, ShardsAreWrittenDuringTheStepAndOpenInTheSafetensorsPackage) 
   EXPECT_TRUE(engine_at(*late, fresh, 5));
   EXPECT_TRUE(fresh_bad.empty()) << fresh_bad.front();
 
-  const std::string python = WEIGHTCAST_PYTHON;
-  const std::string script = std::string(WEIGHTCAST_TRANSPORT_TEST_DIR) + "/anchor_stream_check.py";
-  if (python.empty() ||
-      std::system(("'" + python + "' -c 'import safetensors, torch' 2>/dev/null").c_str()) != 0) {
-    GTEST_SKIP() << "'" << python << "' cannot import safetensors and torch (run: make pyenv)";
-  }
-  // Version 4 as the check expects it: one raw file per tensor (row-major) and a list.
+  const std::string unavailable = safetensors_unavailable(g.dir());
+  if (!unavailable.empty()) GTEST_SKIP() << unavailable;
+  // Version 4 as the check expects it: each tensor's elements in row-major order.
   Weights four;
   four.set(4);
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& r : four.refs()) {
-    std::vector<uint16_t> bits;
+  std::vector<std::vector<uint16_t>> rows;
+  std::vector<ExpectedTensor> expected;
+  const auto refs = four.refs();
+  for (const auto& r : refs) {
+    std::vector<uint16_t>& bits = rows.emplace_back();
     const ElementAddresser at(r);
     const auto* base = static_cast<const uint16_t*>(r.data) + r.offset;
     for (uint64_t k = 0; k < r.numel(); ++k) bits.push_back(base[at.offset_of(k)]);
-    const std::string file = g.dir() + "/" + r.name + ".bin";
-    std::ofstream(file, std::ios::binary)
-        .write(reinterpret_cast<const char*>(bits.data()),
-               static_cast<std::streamsize>(bits.size() * 2));
-    list.push_back({{"name", r.name}, {"dtype", "BF16"}, {"shape", r.shape}, {"file", file}});
   }
-  std::ofstream(g.dir() + "/tensors.json") << list.dump();
-  const std::string log = g.dir() + "/check.log";
-  const int rc = std::system(("'" + python + "' '" + script + "' '" + layout.step(4) + "' '" +
-                              g.dir() + "/tensors.json' > '" + log + "' 2>&1")
-                                 .c_str());
-  std::ifstream in(log);
-  const std::string output((std::istreambuf_iterator<char>(in)), {});
-  EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << output;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = refs[i];
+    expected.push_back({r.name,
+                        DType::kBF16,
+                        r.shape,
+                        {reinterpret_cast<const uint8_t*>(rows[i].data()), rows[i].size() * 2}});
+  }
+  std::string output;
+  const int rc = check_anchor_with_safetensors(layout.step(4), expected, g.dir(), &output);
+  EXPECT_EQ(rc, 0) << output;
   EXPECT_NE(output.find("3 tensors in 1 shards equal the model"), std::string::npos) << output;
 }
 

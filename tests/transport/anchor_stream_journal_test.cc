@@ -2,17 +2,15 @@
 // StreamingAnchorWriter): a published one is read back verified by a CatchUpReader, refusals
 // leave the head, and the shards open in the `safetensors` Python package and equal the model.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <random>
 
 #include "tests/transport/anchor_stream_test_util.h"
 #include "tests/transport/anchor_test_util.h"
 #include "tests/transport/journal_test_model.h"
+#include "tests/transport/safetensors_interop.h"
 #include "transport/fs/anchor_stream.h"
 #include "transport/fs/catch_up_reader.h"
 #include "transport/fs/journal_writer.h"
@@ -145,31 +143,10 @@ TEST(JournalStreamedAnchor, RefusalsLeaveTheHead) {
   EXPECT_EQ(caught->version, 5u);
 }
 
-#ifndef WEIGHTCAST_PYTHON
-#define WEIGHTCAST_PYTHON ""
-#endif
-#ifndef WEIGHTCAST_TRANSPORT_TEST_DIR
-#define WEIGHTCAST_TRANSPORT_TEST_DIR ""
-#endif
-
-// Runs `command`, its stdout and stderr into `log`; the exit status.
-int run_logged(const std::string& command, const std::string& log, std::string* output) {
-  const int rc = std::system((command + " > '" + log + "' 2>&1").c_str());
-  std::ifstream in(log);
-  output->assign(std::istreambuf_iterator<char>(in), {});
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
 TEST(AnchorStreamInterop, ShardsOpenInTheSafetensorsPackageAndEqualTheModel) {
-  const std::string python = WEIGHTCAST_PYTHON;
-  const std::string script = std::string(WEIGHTCAST_TRANSPORT_TEST_DIR) + "/anchor_stream_check.py";
   ScratchDir dir;
-  std::string output;
-  if (python.empty() || run_logged("'" + python + "' -c 'import safetensors, torch'",
-                                   dir.sub("probe.log"), &output) != 0) {
-    GTEST_SKIP() << "'" << python
-                 << "' cannot import safetensors and torch (run: make pyenv): " << output;
-  }
+  const std::string unavailable = testing::safetensors_unavailable(dir.sub("."));
+  if (!unavailable.empty()) GTEST_SKIP() << unavailable;
   // The dtypes torch 1.13 has (it lacks the f8 ones); with 16 KiB shards the first two tensors
   // get files of their own and the rest share a third.
   Model model;
@@ -198,22 +175,13 @@ TEST(AnchorStreamInterop, ShardsOpenInTheSafetensorsPackageAndEqualTheModel) {
   ASSERT_TRUE((*writer)->finish(&manifest).ok());
   ASSERT_GE(manifest.parts_size(), 3);
 
-  // The model as the check expects it: one raw file per tensor and a list.
-  std::filesystem::create_directories(dir.sub("expected"));
-  nlohmann::json list = nlohmann::json::array();
+  std::vector<testing::ExpectedTensor> expected;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const std::string file = dir.sub("expected/" + std::to_string(i) + ".bin");
-    anchor_testing::write_file(file, model.data[i]);
-    list.push_back({{"name", tensors[i].name},
-                    {"dtype", std::string(dtype_info(tensors[i].dtype).safetensors)},
-                    {"shape", tensors[i].shape},
-                    {"file", file}});
+    expected.push_back({tensors[i].name, tensors[i].dtype, tensors[i].shape, model.data[i]});
   }
-  std::ofstream(dir.sub("expected/tensors.json")) << list.dump();
-
-  const int rc = run_logged("'" + python + "' '" + script + "' '" + dir.sub("anchor") + "' '" +
-                                dir.sub("expected/tensors.json") + "'",
-                            dir.sub("check.log"), &output);
+  std::string output;
+  const int rc =
+      testing::check_anchor_with_safetensors(dir.sub("anchor"), expected, dir.sub("."), &output);
   EXPECT_EQ(rc, 0) << output;
   EXPECT_NE(output.find("anchor_stream_check: " + std::to_string(tensors.size()) + " tensors in " +
                         std::to_string(manifest.parts_size()) + " shards equal the model"),

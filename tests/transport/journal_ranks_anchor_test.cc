@@ -7,21 +7,12 @@
 #include <sys/wait.h>
 
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <thread>
 
-#include "codec/dtype.h"
 #include "tests/transport/journal_ranks_util.h"
 #include "tests/transport/journal_robustness_util.h"
+#include "tests/transport/safetensors_interop.h"
 #include "transport/fs/journal_files.h"
-
-#ifndef WEIGHTCAST_PYTHON
-#define WEIGHTCAST_PYTHON ""
-#endif
-#ifndef WEIGHTCAST_TRANSPORT_TEST_DIR
-#define WEIGHTCAST_TRANSPORT_TEST_DIR ""
-#endif
 
 namespace weightcast {
 namespace {
@@ -119,46 +110,22 @@ TEST_F(JournalRanksAnchor, ReadersOfEveryLayoutLoadTheRanksAnchorAndFollowTheirD
   }
 }
 
-// Runs `command`, its stdout and stderr into `log`; the exit status.
-int run_logged(const std::string& command, const std::string& log, std::string* output) {
-  const int rc = std::system((command + " > '" + log + "' 2>&1").c_str());
-  std::ifstream in(log);
-  output->assign(std::istreambuf_iterator<char>(in), {});
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
 TEST_F(JournalRanksAnchor, TheRanksShardsOpenInTheSafetensorsPackageAndEqualTheModel) {
-  const std::string python = WEIGHTCAST_PYTHON;
-  std::string output;
-  if (python.empty() || run_logged("'" + python + "' -c 'import safetensors, torch'",
-                                   dir_ / "probe.log", &output) != 0) {
-    GTEST_SKIP() << "'" << python
-                 << "' cannot import safetensors and torch (run: make pyenv): " << output;
-  }
+  const std::string unavailable = testing::safetensors_unavailable(dir_.path());
+  if (!unavailable.empty()) GTEST_SKIP() << unavailable;
   ASSERT_TRUE(
       publish_anchor(0, {0, 1, 2, 3}, testing::fsdp_split(model_), std::chrono::milliseconds(20000))
           .ok());
-  std::filesystem::create_directories(dir_ / "expected");
-  nlohmann::json list = nlohmann::json::array();
-  const auto tensors = model_.tensors();
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const std::string file = dir_ / ("expected/" + std::to_string(i) + ".bin");
-    std::ofstream(file, std::ios::binary)
-        .write(reinterpret_cast<const char*>(model_.bytes(i).data()),
-               static_cast<std::streamsize>(model_.bytes(i).size()));
-    list.push_back({{"name", tensors[i].name},
-                    {"dtype", std::string(dtype_info(tensors[i].dtype).safetensors)},
-                    {"shape", tensors[i].shape},
-                    {"file", file}});
+  std::vector<testing::ExpectedTensor> expected;
+  for (size_t i = 0; i < model_.size(); ++i) {
+    const auto t = model_.tensors()[i];
+    expected.push_back({t.name, t.dtype, t.shape, model_.bytes(i)});
   }
-  std::ofstream(dir_ / "expected/tensors.json") << list.dump();
-  const std::string script = std::string(WEIGHTCAST_TRANSPORT_TEST_DIR) + "/anchor_stream_check.py";
-  const int rc =
-      run_logged("'" + python + "' '" + script + "' '" + JournalLayout(dir_.path()).step(0) +
-                     "' '" + (dir_ / "expected/tensors.json") + "'",
-                 dir_ / "check.log", &output);
+  std::string output;
+  const int rc = testing::check_anchor_with_safetensors(JournalLayout(dir_.path()).step(0),
+                                                        expected, dir_.path(), &output);
   EXPECT_EQ(rc, 0) << output;
-  EXPECT_NE(output.find(std::to_string(tensors.size()) + " tensors in"), std::string::npos)
+  EXPECT_NE(output.find(std::to_string(expected.size()) + " tensors in"), std::string::npos)
       << output;
 }
 

@@ -147,17 +147,21 @@ inline const std::vector<Layout>& layouts() {
   return all;
 }
 
-inline TensorSlice slice_of(const Layout& l, int64_t part, const std::string& name,
-                            const std::vector<int64_t>& shape) {
+template <typename AnyLayout>
+TensorSlice slice_of(const AnyLayout& l, int64_t part, const std::string& name,
+                     const std::vector<int64_t>& shape) {
   const auto it = l.dims.find(name);
   if (it == l.dims.end()) return TensorSlice::whole(shape);
   return *TensorSlice::split(shape, it->second, l.parts, part);
 }
 
-inline Result<std::vector<TensorSlice>> declared(const std::string& name,
-                                                 const std::vector<int64_t>& shape) {
+// The distinct slices `all` cut from a tensor (whole tensors left out): what a publisher's
+// layouts declare.
+template <typename LayoutList>
+Result<std::vector<TensorSlice>> declared_by(const LayoutList& all, const std::string& name,
+                                             const std::vector<int64_t>& shape) {
   std::vector<TensorSlice> out;
-  for (const Layout& l : layouts()) {
+  for (const auto& l : all) {
     for (int64_t p = 0; p < l.parts; ++p) {
       TensorSlice s = slice_of(l, p, name, shape);
       if (s == TensorSlice::whole(shape)) continue;
@@ -165,6 +169,11 @@ inline Result<std::vector<TensorSlice>> declared(const std::string& name,
     }
   }
   return out;
+}
+
+inline Result<std::vector<TensorSlice>> declared(const std::string& name,
+                                                 const std::vector<int64_t>& shape) {
+  return declared_by(layouts(), name, shape);
 }
 
 inline std::vector<uint8_t> gather(const std::vector<uint8_t>& full,

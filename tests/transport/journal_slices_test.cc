@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "codec/delta_manifest.h"
+#include "tests/transport/journal_ranks_util.h"
 #include "tests/transport/journal_robustness_util.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/slice_checksums.h"
@@ -41,36 +42,13 @@ const std::vector<Layout>& layouts() {
   return all;
 }
 
-TensorSlice slice_of(const Layout& l, int64_t part, const std::string& name,
-                     const std::vector<int64_t>& shape) {
-  const auto it = l.dims.find(name);
-  if (it == l.dims.end()) return TensorSlice::whole(shape);
-  return *TensorSlice::split(shape, it->second, l.parts, part);
-}
+using testing::gather;
+using testing::slice_of;
 
 // What the publisher's layouts declare (src/control/layouts.h does this from the config).
 Result<std::vector<TensorSlice>> declared(const std::string& name,
                                           const std::vector<int64_t>& shape) {
-  std::vector<TensorSlice> out;
-  for (const Layout& l : layouts()) {
-    for (int64_t p = 0; p < l.parts; ++p) {
-      TensorSlice s = slice_of(l, p, name, shape);
-      if (s == TensorSlice::whole(shape)) continue;
-      if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
-    }
-  }
-  return out;
-}
-
-std::vector<uint8_t> gather(const std::vector<uint8_t>& full, const std::vector<int64_t>& shape,
-                            const TensorSlice& s, size_t es) {
-  std::vector<uint8_t> out;
-  for_each_slice_run(shape, s, [&](const SliceRun& r) {
-    out.insert(out.end(), full.begin() + static_cast<int64_t>(r.global * es),
-               full.begin() + static_cast<int64_t>((r.global + r.count) * es));
-    return true;
-  });
-  return out;
+  return testing::declared_by(layouts(), name, shape);
 }
 
 class JournalSlices : public ::testing::Test {
