@@ -106,10 +106,7 @@ Status RankAnchorWriter::write(const std::string& name, uint64_t first_element,
 
 void RankAnchorWriter::add_slice_share(const std::string& tensor, const TensorSlice& slice,
                                        uint64_t share) {
-  proto::SliceChecksum* e = fragment_.add_slice_checksums();
-  e->set_tensor(tensor);
-  *e->mutable_slice() = slice_to_proto(slice);
-  e->set_checksum(share);
+  add_rank_slice_share(&fragment_, tensor, slice, share);
 }
 
 Status RankAnchorWriter::finish() {

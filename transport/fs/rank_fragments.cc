@@ -146,10 +146,7 @@ Status RankFragmentWriter::add(const std::string& name, DType dtype,
 
 void RankFragmentWriter::add_slice_share(const std::string& tensor, const TensorSlice& slice,
                                          uint64_t share) {
-  proto::SliceChecksum* e = fragment_.add_slice_checksums();
-  e->set_tensor(tensor);
-  *e->mutable_slice() = slice_to_proto(slice);
-  e->set_checksum(share);
+  add_rank_slice_share(&fragment_, tensor, slice, share);
 }
 
 uint64_t RankFragmentWriter::stored_bytes() const {
@@ -172,6 +169,14 @@ Status RankFragmentWriter::finish() {
   RETURN_IF_ERROR(put_rank_fragment(layout_, rank_, temp_dir_, fragment_));
   finished_ = true;
   return ok_status();
+}
+
+void add_rank_slice_share(proto::StepManifest* fragment, const std::string& tensor,
+                          const TensorSlice& slice, uint64_t share) {
+  proto::SliceChecksum* e = fragment->add_slice_checksums();
+  e->set_tensor(tensor);
+  *e->mutable_slice() = slice_to_proto(slice);
+  e->set_checksum(share);
 }
 
 Status put_rank_fragment(const JournalLayout& layout, uint32_t rank, const std::string& temp_dir,

@@ -34,6 +34,11 @@ namespace weightcast {
 std::string rank_fragments_dir(const JournalLayout& layout, uint64_t version);
 std::string rank_fragment_dir(const JournalLayout& layout, uint64_t version, uint32_t rank);
 
+// Lists a rank's share of C() over `slice` of `tensor` in its fragment (the writer adds up the
+// shares of every rank into the step's slice checksums).
+void add_rank_slice_share(proto::StepManifest* fragment, const std::string& tensor,
+                          const TensorSlice& slice, uint64_t share);
+
 // Checks `fragment` (a rank's own ranges, RangeCoverage::kPartial), writes it as FRAGMENT into
 // `temp_dir` (the rank's fragment directory under its .tmp name, holding its other files),
 // fsyncs and renames the directory to rank_fragment_dir: the rank's part is durable.
