@@ -106,6 +106,11 @@ TEST_F(JournalRanks, FourFsdpRanksCommitEachVersionOnceAndAReaderFollowsBitExact
     EXPECT_FALSE(std::filesystem::exists(rank_fragments_dir(JournalLayout(dir_.path()), v)));
     expect_reader_holds_model(v);
   }
+  // A fragment a late rank left for a committed version goes with the next commit; one of a
+  // version still to come stays.
+  const JournalLayout layout(dir_.path());
+  std::filesystem::create_directories(rank_fragment_dir(layout, 4, 3));
+  std::filesystem::create_directories(rank_fragment_dir(layout, 6, 1));
   // The single writer goes on from a version the ranks wrote: its head checksums are whole.
   JournalTestModel next(kSeed_);
   next.advance_to(5);
@@ -113,6 +118,8 @@ TEST_F(JournalRanks, FourFsdpRanksCommitEachVersionOnceAndAReaderFollowsBitExact
   ASSERT_TRUE(writer_->publish(5, next.tensors(), prev).ok());
   model_.advance_to(5);
   expect_reader_holds_model(5);
+  EXPECT_FALSE(std::filesystem::exists(rank_fragments_dir(layout, 4)));
+  EXPECT_TRUE(std::filesystem::exists(rank_fragment_dir(layout, 6, 1)));
   // A fresh reader replays the ranks' versions from the anchor.
   std::vector<std::vector<uint8_t>> fresh_storage;
   CatchUpReader fresh(dir_.path(), model_.destinations(&fresh_storage));

@@ -11,6 +11,7 @@
 #include "codec/delta_encoder.h"
 #include "codec/delta_manifest.h"
 #include "transport/fs/journal_files.h"
+#include "transport/fs/rank_fragments.h"
 
 namespace weightcast {
 namespace {
@@ -252,6 +253,7 @@ Result<PublishReport> JournalWriter::publish(uint64_t version,
   head_->set_anchor_version(manifest.anchor_version());
   head_->set_journal_id(manifest.journal_id());
   head_manifest_ = std::move(manifest);
+  (void)remove_rank_fragments_up_to(layout_, version);  // a late publisher rank's leftovers
   if (options_.collect_garbage_after_publish) {
     ASSIGN_OR_RETURN(report.gc, collect_garbage(layout_, options_.retention, unix_now_ms()));
   }

@@ -9,6 +9,7 @@
 
 #include "transport/fs/journal_files.h"
 #include "transport/fs/journal_writer.h"
+#include "transport/fs/rank_fragments.h"
 
 namespace weightcast {
 namespace {
@@ -94,6 +95,8 @@ Result<PublishReport> JournalWriter::commit_staged(const std::string& staged_dir
   head_->set_anchor_version(manifest.anchor_version());
   head_->set_journal_id(manifest.journal_id());
   head_manifest_ = std::move(manifest);
+  // Fragments a late rank left for this version or an abandoned one before it.
+  (void)remove_rank_fragments_up_to(layout_, version);
   if (options_.collect_garbage_after_publish) {
     ASSIGN_OR_RETURN(report.gc, collect_garbage(layout_, options_.retention, unix_now_ms()));
   }

@@ -38,6 +38,20 @@ std::string rank_fragments_dir(const JournalLayout& layout, uint64_t version) {
   return layout.staging() + "/" + JournalLayout::step_dir_name(version) + ".ranks";
 }
 
+Status remove_rank_fragments_up_to(const JournalLayout& layout, uint64_t version) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(layout.staging(), ec)) {
+    const std::string name = entry.path().filename().string();
+    constexpr std::string_view kSuffix = ".ranks";
+    if (name.size() <= kSuffix.size() || !name.ends_with(kSuffix)) continue;
+    const auto v = JournalLayout::parse_step_dir_name(
+        std::string_view(name).substr(0, name.size() - kSuffix.size()));
+    if (v && *v <= version) RETURN_IF_ERROR(remove_tree(entry.path().string()));
+  }
+  if (ec) return io_error("cannot list '" + layout.staging() + "': " + ec.message());
+  return ok_status();
+}
+
 std::string rank_fragment_dir(const JournalLayout& layout, uint64_t version, uint32_t rank) {
   return rank_fragments_dir(layout, version) + "/rank-" + std::to_string(rank);
 }

@@ -50,6 +50,10 @@ Status put_rank_fragment(const JournalLayout& layout, uint32_t rank, const std::
 Status wait_for_rank_fragments(const JournalLayout& layout, uint64_t version, uint32_t ranks,
                                std::chrono::milliseconds wait);
 
+// Removes the fragments of every version up to `version` (committed, or abandoned: a rank that
+// put its fragment in place after the writer gave up leaves it behind); later ones are kept.
+Status remove_rank_fragments_up_to(const JournalLayout& layout, uint64_t version);
+
 class RankFragmentWriter {
  public:
   // Starts rank `rank`'s fragment of delta version `version` (on version - 1) in the journal
