@@ -62,7 +62,14 @@ Result<RankPublishReport> RankPublisher::publish(uint64_t version, bool force_an
         who(version) + ": this rank holds no snapshot of version " + std::to_string(version - 1) +
         " (it restarted, or skipped versions); publish an anchor (force_anchor on every rank)");
   }
-  auto report = by_rule ? publish_anchor(version) : publish_delta(version);
+  if (!by_rule) {
+    // The delta's encode brings each snapshot to the version as it goes (changed chunks only),
+    // so a failure part way leaves the snapshots between versions: an anchor must follow.
+    auto report = publish_delta(version);
+    last_ = report.ok() ? std::optional<uint64_t>(version) : std::nullopt;
+    return report;
+  }
+  auto report = publish_anchor(version);
   if (!report.ok()) return report;
   // Every range's bytes as published: the next delta's base.
   snapshot_.resize(ranges_.size());
@@ -149,7 +156,8 @@ Result<RankPublishReport> RankPublisher::publish_delta(uint64_t version) {
       ASSIGN_OR_RETURN(e.tensor_elements, shape_numel(t.shape, "tensor '" + t.name + "'"));
       e.base_checksum = checksums_[k];
       e.pool = options_.journal.pool;
-      ASSIGN_OR_RETURN(const EncodedDelta d, encode_delta(snapshot_[k], now, e));
+      ASSIGN_OR_RETURN(const EncodedDelta d, encode_delta_advancing(snapshot_[k], now, e));
+      checksums_[k] = d.header.target_checksum;
       RETURN_IF_ERROR((*part)->add_range(t.name, t.dtype, t.shape, d));
     }
     RETURN_IF_ERROR(add_shares(options_.journal.declared_slices, t, ranges_[k], part->get()));

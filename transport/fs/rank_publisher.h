@@ -14,8 +14,9 @@
 // return once their part is durable. A rank that restarts has no snapshot, and a version that
 // was not committed (a rank missing at rank 0's deadline) leaves the others' snapshots ahead of
 // the journal: the next version must then be an anchor (force_anchor on every rank); a delta
-// is refused by name. The ranks' shares of the declared slices' checksums are computed from
-// their ranges' bytes at every version (a pass over the rank's own shard).
+// is refused by name; so is one after this rank's own delta failed part way. The ranks' shares of
+// the declared slices' checksums are computed from their ranges' bytes at every version (a pass
+// over the rank's own shard).
 #pragma once
 
 #include <chrono>
