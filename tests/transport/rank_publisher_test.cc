@@ -1,8 +1,8 @@
 // Four publisher ranks in four processes publish one model through one journal
 // (rank_publisher.h), each from the FSDP-like ranges it owns: anchors and deltas commit once,
 // readers holding whole tensors and slices follow bit-exact. A rank that dies before a version
-// leaves it uncommitted (rank 0 names it), and the ranks go on with a forced anchor once it is
-// back.
+// leaves it uncommitted (rank 0 names it), and the ranks go on with the anchor rank 0 then
+// decides on once it is back; a rank that restarted refuses a delta, and rank 0 gives up at once.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +13,8 @@
 #include "tests/transport/journal_ranks_util.h"
 #include "tests/transport/journal_robustness_util.h"
 #include "transport/fs/journal_files.h"
+#include "transport/fs/rank_fragments.h"
+#include "transport/fs/rank_plan.h"
 #include "transport/fs/rank_publisher.h"
 
 namespace weightcast {
@@ -153,8 +155,8 @@ TEST(RankPublisher, FourRankProcessesPublishAnchorsAndDeltasThatEveryLayoutFollo
 
 TEST(RankPublisher, ARankThatDiesLeavesItsVersionUncommittedAndAForcedAnchorResumes) {
   testing::ScratchDir dir;
-  // Rank 2 dies after version 1 and is back after rank 0 gave up on version 2; every rank
-  // then publishes version 3 as an anchor, and version 4 as a delta.
+  // Rank 2 dies after version 1 and is back after rank 0 gave up on version 2; rank 0 then
+  // makes version 3 an anchor (nobody forces it) and version 4 a delta, which every rank follows.
   std::vector<std::vector<Step>> plans(kRanks);
   for (uint32_t r = 0; r < kRanks; ++r) {
     plans[r] = {{0}, {1}};
@@ -163,7 +165,7 @@ TEST(RankPublisher, ARankThatDiesLeavesItsVersionUncommittedAndAForcedAnchorResu
     } else {
       plans[r].push_back({2, false, r == 0});
     }
-    plans[r].push_back({3, true});
+    plans[r].push_back({3});
     plans[r].push_back({4});
   }
   const auto codes = run_ranks(dir.path(), std::chrono::milliseconds(2000), plans);
@@ -176,6 +178,35 @@ TEST(RankPublisher, ARankThatDiesLeavesItsVersionUncommittedAndAForcedAnchorResu
   EXPECT_EQ(head->anchor_version(), 3u);
   EXPECT_EQ(follow(dir.path(), 4, nullptr, 0), "");
   EXPECT_EQ(follow(dir.path(), 4, &testing::layouts()[1], 1), "");
+  auto third = read_manifest_file(layout.step(3) + "/MANIFEST");
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(third->kind(), proto::STEP_ANCHOR);
+}
+
+TEST(RankPublisher, ARankThatRestartedRefusesTheNextDeltaAndRankZeroGivesUpAtOnce) {
+  testing::ScratchDir dir;
+  // Rank 1 restarts between versions 1 and 2 (no snapshot): it refuses delta 2, rank 0 fails it
+  // long before its 20 s wait, and version 3 is an anchor every rank writes.
+  std::vector<std::vector<Step>> plans(kRanks);
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    plans[r] = {{0}, {1}};
+    if (r == 1) plans[r].push_back({-1});
+    plans[r].push_back({2, false, r == 0 || r == 1});
+    plans[r].push_back({3});
+    plans[r].push_back({4});
+  }
+  const auto started = std::chrono::steady_clock::now();
+  const auto codes = run_ranks(dir.path(), std::chrono::milliseconds(20000), plans);
+  const auto took = std::chrono::steady_clock::now() - started;
+  for (uint32_t r = 0; r < kRanks; ++r) ASSERT_EQ(codes[r], 0) << "rank " << r;
+  EXPECT_LT(took, std::chrono::seconds(15)) << "rank 0 waited for the refused part";
+  const JournalLayout layout(dir.path());
+  EXPECT_FALSE(read_manifest_file(layout.step(2) + "/MANIFEST").ok()) << "version 2 committed";
+  auto third = read_manifest_file(layout.step(3) + "/MANIFEST");
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(third->kind(), proto::STEP_ANCHOR);
+  EXPECT_EQ(follow(dir.path(), 4, nullptr, 0), "");
+  EXPECT_EQ(follow(dir.path(), 4, &testing::layouts()[0], 0), "");
 }
 
 TEST(RankPublisher, ARankWithoutASnapshotRefusesADeltaAndBadRangesAreRefusedByName) {
@@ -189,12 +220,31 @@ TEST(RankPublisher, ARankWithoutASnapshotRefusesADeltaAndBadRangesAreRefusedByNa
   const uint8_t* data = model.bytes(0).data();
   auto p = RankPublisher::open(o, specs, {{specs[0].name, 0, 16, data}});
   ASSERT_TRUE(p.ok()) << p.status().message();
+  // Rank 0 announces version 1 as a delta; rank 1 holds no snapshot of version 0.
+  const JournalLayout layout(dir.path());
+  ASSERT_TRUE(put_rank_delta_plan(layout, 1).ok());
   auto report = (*p)->publish(1);
   ASSERT_FALSE(report.ok());
   EXPECT_NE(report.status().message().find("publisher rank 1, version 1: this rank holds no "
                                            "snapshot of version 0"),
             std::string::npos)
       << report.status().message();
+  // The refusal is where rank 0 waits for the fragment, which then fails with its reason.
+  const Status waited = wait_for_rank_fragments(layout, 1, 2, std::chrono::milliseconds(0));
+  EXPECT_EQ(waited.code(), StatusCode::kFailedPrecondition) << waited.message();
+  EXPECT_NE(waited.message().find("publisher rank 1 refused to write its part: this rank holds "
+                                  "no snapshot of version 0"),
+            std::string::npos)
+      << waited.message();
+  // With no plan for version 2 it waits for rank 0 and names it.
+  o.wait = std::chrono::milliseconds(50);
+  auto waiting = RankPublisher::open(o, specs, {{specs[0].name, 0, 16, data}});
+  ASSERT_TRUE(waiting.ok());
+  auto unplanned = (*waiting)->publish(2);
+  EXPECT_EQ(unplanned.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(unplanned.status().message().find("the lead rank (0) did not start it"),
+            std::string::npos)
+      << unplanned.status().message();
   auto outside = RankPublisher::open(o, specs, {{specs[0].name, 64 * 128 - 8, 16, data}});
   ASSERT_FALSE(outside.ok());
   EXPECT_NE(outside.status().message().find("'" + specs[0].name + "' elements [8184, 8200)"),

@@ -13,6 +13,7 @@
 #include "codec/delta_manifest.h"
 #include "codec/tensor_bytes.h"
 #include "transport/fs/journal_files.h"
+#include "transport/fs/rank_plan.h"
 
 namespace weightcast {
 namespace {
@@ -213,7 +214,14 @@ Status wait_for_rank_fragments(const JournalLayout& layout, uint64_t version, ui
     for (uint32_t r = 0; r < ranks; ++r) {
       std::error_code ec;
       const std::string fragment = rank_fragment_dir(layout, version, r) + "/FRAGMENT";
-      if (!std::filesystem::exists(fragment, ec)) missing.push_back(r);
+      if (std::filesystem::exists(fragment, ec)) continue;
+      if (auto why = rank_refusal(layout, version, r)) {
+        return failed_precondition("version " + std::to_string(version) + " of journal '" +
+                                   layout.root() + "': publisher rank " + std::to_string(r) +
+                                   " refused to write its part: " + *why +
+                                   "; the version is not committed");
+      }
+      missing.push_back(r);
     }
     if (missing.empty()) return ok_status();
     if (std::chrono::steady_clock::now() >= until) {

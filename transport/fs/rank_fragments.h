@@ -46,7 +46,8 @@ Status put_rank_fragment(const JournalLayout& layout, uint32_t rank, const std::
                          const proto::StepManifest& fragment);
 
 // Waits until every rank 0..ranks-1 put its fragment of `version` in place, or `wait` passed
-// (kDeadlineExceeded naming the ranks missing and saying the version is not committed).
+// (kDeadlineExceeded naming the ranks missing and saying the version is not committed), or a
+// rank put a refusal instead (kFailedPrecondition with its reason; rank_plan.h).
 Status wait_for_rank_fragments(const JournalLayout& layout, uint64_t version, uint32_t ranks,
                                std::chrono::milliseconds wait);
 

@@ -9,6 +9,7 @@
 #include "codec/tensor_bytes.h"
 #include "transport/fs/rank_anchor.h"
 #include "transport/fs/rank_fragments.h"
+#include "transport/fs/rank_plan.h"
 
 namespace weightcast {
 
@@ -49,28 +50,59 @@ std::string RankPublisher::who(uint64_t version) const {
   return "publisher rank " + std::to_string(options_.rank) + ", version " + std::to_string(version);
 }
 
+void RankPublisher::refuse(uint64_t version, const Status& why) const {
+  // The lead then gives up on the version at once instead of at its deadline; it needs no
+  // refusal of its own.
+  if (writer_) return;
+  (void)put_rank_refusal(JournalLayout(options_.root), version, options_.rank, why.message());
+}
+
 Result<RankPublishReport> RankPublisher::publish(uint64_t version, bool force_anchor) {
-  if (last_ && version <= *last_) {
-    return failed_precondition(who(version) + ": not newer than " + std::to_string(*last_));
+  if (newest_ && version <= *newest_) {
+    return failed_precondition(who(version) + ": not newer than " + std::to_string(*newest_));
   }
-  // A rank that restarted (no snapshot) cannot write a delta the others write: refuse rather
-  // than decide alone that the version is an anchor.
-  const bool by_rule = force_anchor || version == 0 ||
-                       (options_.anchor_every != 0 && version % options_.anchor_every == 0);
-  if (!by_rule && (!last_ || *last_ + 1 != version)) {
-    return failed_precondition(
-        who(version) + ": this rank holds no snapshot of version " + std::to_string(version - 1) +
-        " (it restarted, or skipped versions); publish an anchor (force_anchor on every rank)");
+  newest_ = version;
+  const JournalLayout layout(options_.root);
+  const bool follows = last_ && *last_ + 1 == version;
+  RankVersionKind kind = RankVersionKind::kAnchor;
+  if (writer_) {
+    // The lead decides (rank_plan.h): an anchor by rule, when forced, or when its snapshot is
+    // not the journal's head (it restarted, or the last version was not committed).
+    const bool head_is_last = follows && writer_->head() && writer_->head()->version() == *last_;
+    const bool by_rule = force_anchor || version == 0 ||
+                         (options_.anchor_every != 0 && version % options_.anchor_every == 0);
+    if (!by_rule && head_is_last) {
+      kind = RankVersionKind::kDelta;
+      RETURN_IF_ERROR(put_rank_delta_plan(layout, version).with_context(who(version)));
+    }
+  } else {
+    ASSIGN_OR_RETURN(kind, wait_for_rank_plan(layout, version, options_.rank, options_.wait));
+    if (kind == RankVersionKind::kDelta && !follows) {
+      const std::string why =
+          "this rank holds no snapshot of version " + std::to_string(version - 1) +
+          " (it restarted, skipped versions, or its last part was not committed)";
+      last_.reset();
+      RETURN_IF_ERROR(put_rank_refusal(layout, version, options_.rank, why));
+      return failed_precondition(who(version) + ": " + why +
+                                 "; the lead's next version is an anchor");
+    }
   }
-  if (!by_rule) {
+  if (kind == RankVersionKind::kDelta) {
     // The delta's encode brings each snapshot to the version as it goes (changed chunks only),
-    // so a failure part way leaves the snapshots between versions: an anchor must follow.
+    // so a failure part way leaves the snapshots between versions: an anchor must follow. A
+    // version the lead did not commit leaves them ahead of the journal: the lead's rule then
+    // makes the next one an anchor.
     auto report = publish_delta(version);
     last_ = report.ok() ? std::optional<uint64_t>(version) : std::nullopt;
+    if (!report.ok()) refuse(version, report.status());
     return report;
   }
+  last_.reset();
   auto report = publish_anchor(version);
-  if (!report.ok()) return report;
+  if (!report.ok()) {
+    refuse(version, report.status());
+    return report;
+  }
   // Every range's bytes as published: the next delta's base.
   snapshot_.resize(ranges_.size());
   checksums_.resize(ranges_.size());
@@ -142,7 +174,7 @@ Result<RankPublishReport> RankPublisher::publish_delta(uint64_t version) {
     if (es == 8) {  // the delta codec takes 1-, 2- and 4-byte elements: these may not change
       if (std::memcmp(now.data(), snapshot_[k].data(), now.size()) != 0) {
         return failed_precondition(who(version) + ": 8-byte tensor '" + t.name +
-                                   "' changed; publish an anchor (force_anchor on every rank)");
+                                   "' changed; publish an anchor (force_anchor on the lead rank)");
       }
       RETURN_IF_ERROR((*part)->add_unchanged_range(t.name, t.dtype, t.shape, ranges_[k].first,
                                                    ranges_[k].count, checksums_[k]));

@@ -6,17 +6,18 @@
 //   auto p = RankPublisher::open(o, model_specs, my_ranges);   // every rank, same model_specs
 //   for each step:  optimizer.step();  p->publish(version);     // every rank, same version
 //
-// Every rank decides alike whether a version is an anchor (version 0, every anchor_every
-// versions, or force_anchor): an anchor's ranges are written into the staged
-// shard files (rank_anchor.h), a delta's as range records against the rank's snapshot of its
-// own ranges (rank_fragments.h). Rank 0 holds the journal's writer: it stages anchors for the
-// others, writes its own part and commits once every rank's part is in place; the others
-// return once their part is durable. A rank that restarts has no snapshot, and a version that
-// was not committed (a rank missing at rank 0's deadline) leaves the others' snapshots ahead of
-// the journal: the next version must then be an anchor (force_anchor on every rank); a delta
-// is refused by name; so is one after this rank's own delta failed part way. The ranks' shares of
-// the declared slices' checksums are computed from their ranges' bytes at every version (a pass
-// over the rank's own shard).
+// The lead rank (0) holds the journal's writer and decides what each version is
+// (rank_plan.h): an anchor at version 0, every anchor_every versions, when forced, or when its
+// last version was not committed (a rank missing at its deadline, or a restart); a delta
+// otherwise. It announces the decision in the version's fragments directory, and the other
+// ranks follow it: an anchor's ranges are written into the staged shard files (rank_anchor.h),
+// a delta's as range records against the rank's snapshot of its own ranges (rank_fragments.h).
+// The lead writes its own part and commits once every rank's part is in place; the others
+// return once their part is durable. A rank told to write a delta while it holds no snapshot
+// of the version before (it restarted, or its last part was never committed) refuses by name,
+// and the lead gives up on the version at once; its next version is an anchor, so the ranks
+// resume with no message between them. The ranks' shares of the declared slices' checksums
+// are computed from their ranges' bytes at every version (a pass over the rank's own shard).
 #pragma once
 
 #include <chrono>
@@ -70,9 +71,14 @@ class RankPublisher {
                                                      std::vector<SafetensorsTensorSpec> model,
                                                      std::vector<OwnedRange> ranges);
 
-  // Publishes `version` (newer than the last) from the ranges' bytes now. Errors name the
-  // rank, the version and the tensor; nothing of the version is committed then.
+  // Publishes `version` (newer than the last tried) from the ranges' bytes now: every rank
+  // calls it with the same versions in the same order. `force_anchor` counts on the lead; the
+  // others follow the lead's plan, waiting up to `wait` for it. Errors name the rank, the
+  // version and the tensor; nothing of the version is committed then.
   Result<RankPublishReport> publish(uint64_t version, bool force_anchor = false);
+
+  // Whether this rank holds the journal's writer and decides what each version is.
+  bool lead() const { return writer_ != nullptr; }
 
   // The journal's writer (rank 0), else null.
   JournalWriter* writer() { return writer_.get(); }
@@ -82,6 +88,8 @@ class RankPublisher {
   Result<RankPublishReport> publish_anchor(uint64_t version);
   Result<RankPublishReport> publish_delta(uint64_t version);
   std::string who(uint64_t version) const;
+  // A rank other than the lead that failed its part puts the reason where the lead waits.
+  void refuse(uint64_t version, const Status& why) const;
 
   RankPublisherOptions options_;
   std::vector<SafetensorsTensorSpec> model_;
@@ -92,7 +100,8 @@ class RankPublisher {
   // model), and C() of each range then.
   std::vector<std::vector<uint8_t>> snapshot_;
   std::vector<uint64_t> checksums_;
-  std::optional<uint64_t> last_;
+  std::optional<uint64_t> last_;    // the version the snapshot holds, when it is whole
+  std::optional<uint64_t> newest_;  // the last version tried
 };
 
 }  // namespace weightcast
