@@ -7,6 +7,7 @@
 
 #include "src/control/coordinator.h"
 #include "src/daemon/demo_trainer.h"
+#include "src/daemon/shard_demo.h"
 #include "src/daemon/synthetic_model.h"
 #include "src/endpoint/publisher.h"
 #include "src/endpoint/subscriber.h"
@@ -45,6 +46,9 @@ Status run_publisher_rank(const proto::GroupConfig& config, const DaemonOptions&
                             " is a publisher without a trainer: the config needs a demo: "
                             "section (parameters, density, versions) to publish");
   }
+  // Several publisher ranks: each publishes its shard (src/daemon/shard_demo.h).
+  ASSIGN_OR_RETURN(const ShardPlace place, shard_place(config, options.rank));
+  if (place.shards > 1) return run_shard_publisher_rank(config, options, place);
   PublisherOptions po;
   po.rank = options.rank;
   po.threads = options.threads;

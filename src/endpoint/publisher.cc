@@ -4,7 +4,7 @@
 #include <chrono>
 #include <utility>
 
-#include "src/control/layouts.h"
+#include "src/endpoint/group_journal.h"
 #include "src/control/wait_reporter.h"
 #include "transport/tensor_staging.h"
 
@@ -48,27 +48,14 @@ Result<std::unique_ptr<Publisher>> Publisher::start(const proto::GroupConfig& co
                                                     PublisherOptions options) {
   std::unique_ptr<Publisher> p(new Publisher(config, std::move(options)));
   p->pool_ = std::make_unique<ThreadPool>(p->options_.threads);
-  JournalOptions journal;
-  journal.root = config.journal_root();
-  journal.anchor_every = config.anchor_every();
-  journal.retention.keep_anchors = std::max<uint32_t>(1, config.retain_anchors());
-  journal.pool = p->pool_.get();
+  ASSIGN_OR_RETURN(JournalOptions journal,
+                   group_journal_options(config, p->pool_.get(), p->options_.log));
   if (config.fp8().enabled()) {
     const std::vector<std::string> patterns(config.fp8().quantize().begin(),
                                             config.fp8().quantize().end());
     ASSIGN_OR_RETURN(p->fp8_, Fp8Selection::compile(patterns, "fp8.quantize"));
     journal.anchor.config_json =
         "{\"quantization_config\": " + fp8_quantization_config_json() + "}";
-  }
-  journal.log = p->options_.log;
-  if (!config.layouts().empty()) {
-    // Every manifest carries the checksums of the slices engine ranks hold
-    // (docs/DECISIONS.md "Sharded tensors").
-    ASSIGN_OR_RETURN(LayoutRules rules, LayoutRules::compile(config));
-    journal.declared_slices = [cache = std::make_shared<DeclaredSliceCache>(std::move(rules))](
-                                  const std::string& name, const std::vector<int64_t>& shape) {
-      return cache->get(name, shape);
-    };
   }
   Publisher* self = p.get();
   LivePathRank live;

@@ -12,6 +12,7 @@
 #include "codec/base/hex.h"
 #include "codec/delta_manifest.h"
 #include "codec/tensor_bytes.h"
+#include "transport/fault_point.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/rank_plan.h"
 
@@ -201,6 +202,7 @@ Status put_rank_fragment(const JournalLayout& layout, uint32_t rank, const std::
   RETURN_IF_ERROR(
       write_and_sync_file(what, frame_journal_message(JournalFileKind::kFragment, fragment), {}));
   RETURN_IF_ERROR(fsync_directory(temp_dir));
+  fault_point("rank_fragment.written", fragment.version());  // durable, not yet in place
   return rename_durably(temp_dir, rank_fragment_dir(layout, fragment.version(), rank),
                         rank_fragments_dir(layout, fragment.version()));
 }

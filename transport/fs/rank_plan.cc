@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <span>
+#include <string_view>
 #include <thread>
 
 #include "codec/base/file_io.h"
@@ -50,6 +51,26 @@ Result<RankVersionKind> wait_for_rank_plan(const JournalLayout& layout, uint64_t
     }
     std::this_thread::sleep_for(kPlanPoll);
   }
+}
+
+std::optional<uint64_t> newest_rank_plan(const JournalLayout& layout) {
+  std::optional<uint64_t> newest;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(layout.staging(), ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    constexpr std::string_view kSuffix = ".ranks";
+    if (name.size() <= kSuffix.size() || !name.ends_with(kSuffix)) continue;
+    const auto version =
+        JournalLayout::parse_step_dir_name(std::string_view(name).substr(0, name.size() - kSuffix.size()));
+    if (!version) continue;
+    if (!exists(rank_anchor_ready_path(layout, *version)) &&
+        !exists(delta_plan_path(layout, *version))) {
+      continue;
+    }
+    if (!newest || *version > *newest) newest = version;
+  }
+  return newest;
 }
 
 Status put_rank_refusal(const JournalLayout& layout, uint64_t version, uint32_t rank,

@@ -38,6 +38,11 @@ Result<RankVersionKind> wait_for_rank_plan(const JournalLayout& layout, uint64_t
 Status put_rank_refusal(const JournalLayout& layout, uint64_t version, uint32_t rank,
                         const std::string& why);
 
+// The newest version the lead has announced and not yet committed or given up on, if any: where
+// a rank that restarts joins the others (its first version is then a delta it refuses, or an
+// anchor it writes).
+std::optional<uint64_t> newest_rank_plan(const JournalLayout& layout);
+
 // The reason rank `rank` put for refusing `version`, if it did.
 std::optional<std::string> rank_refusal(const JournalLayout& layout, uint64_t version,
                                         uint32_t rank);

@@ -1,0 +1,220 @@
+#include "src/endpoint/shard_publisher.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "codec/base/allocation.h"
+#include "codec/dtype.h"
+#include "src/control/wait_reporter.h"
+#include "src/endpoint/group_journal.h"
+
+namespace weightcast {
+namespace {
+
+uint64_t unix_us_now() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+}  // namespace
+
+Result<ShardPlace> shard_place(const proto::GroupConfig& config, uint32_t rank) {
+  std::vector<uint32_t> publishers;
+  for (const auto& r : config.ranks()) {
+    if (r.role() == proto::ROLE_PUBLISHER) publishers.push_back(r.rank());
+  }
+  std::sort(publishers.begin(), publishers.end());
+  const auto it = std::find(publishers.begin(), publishers.end(), rank);
+  if (it == publishers.end()) {
+    return invalid_argument("rank " + std::to_string(rank) +
+                            " is not a publisher rank of the group config");
+  }
+  if (config.fp8().enabled() && publishers.size() > 1) {
+    return invalid_argument("rank " + std::to_string(rank) +
+                            ": an FP8 group (fp8.enabled) is published by one publisher rank; the "
+                            "config lists " +
+                            std::to_string(publishers.size()));
+  }
+  ShardPlace place;
+  place.shard = static_cast<uint32_t>(it - publishers.begin());
+  place.shards = static_cast<uint32_t>(publishers.size());
+  return place;
+}
+
+ShardPublisher::ShardPublisher(proto::GroupConfig config, ShardPublisherOptions options,
+                               ShardPlace place)
+    : config_(std::move(config)), options_(std::move(options)), place_(place) {
+  const auto ack = std::chrono::milliseconds(config_.timeouts().ack_timeout_ms());
+  if (options_.parts_wait.count() == 0) options_.parts_wait = ack;
+  if (options_.credit_timeout.count() == 0) options_.credit_timeout = 2 * ack;
+}
+
+Result<std::unique_ptr<ShardPublisher>> ShardPublisher::start(
+    const proto::GroupConfig& config, ShardPublisherOptions options,
+    std::vector<SafetensorsTensorSpec> model, std::vector<OwnedRange> ranges) {
+  ASSIGN_OR_RETURN(const ShardPlace place, shard_place(config, options.rank));
+  std::unique_ptr<ShardPublisher> p(new ShardPublisher(config, std::move(options), place));
+  p->pool_ = std::make_unique<ThreadPool>(p->options_.threads);
+  RankPublisherOptions o;
+  o.root = config.journal_root();
+  o.rank = place.shard;
+  o.ranks = place.shards;
+  o.anchor_every = config.anchor_every();
+  o.wait = p->options_.parts_wait;
+  ASSIGN_OR_RETURN(o.journal, group_journal_options(config, p->pool_.get(), p->options_.log));
+  for (const OwnedRange& r : ranges) {
+    for (const auto& t : model) {
+      if (t.name == r.name) p->shard_bytes_ += r.count * dtype_size(t.dtype);
+    }
+  }
+  ASSIGN_OR_RETURN(p->publisher_,
+                   RankPublisher::open(std::move(o), std::move(model), std::move(ranges)));
+  if (p->lead()) {
+    if (const auto& head = p->publisher_->writer()->head()) p->published_ = head->version();
+  }
+  ShardPublisher* self = p.get();
+  RankLinkOptions link;
+  link.rank = p->options_.rank;
+  link.role = proto::ROLE_PUBLISHER;
+  link.heartbeat = std::chrono::milliseconds(config.timeouts().heartbeat_ms());
+  link.log = p->options_.log;
+  ASSIGN_OR_RETURN(p->link_, RankLink::start(
+                                 config, link,
+                                 [self](const proto::Envelope& m) { self->on_message(m); },
+                                 [self] {
+                                   std::lock_guard<std::mutex> lock(self->mu_);
+                                   return self->published_;
+                                 }));
+  return p;
+}
+
+ShardPublisher::~ShardPublisher() {
+  stop();
+}
+
+Result<RankPublishReport> ShardPublisher::publish(uint64_t version, bool force_anchor) {
+  const std::string who = "publisher rank " + std::to_string(options_.rank) + " (shard " +
+                          std::to_string(place_.shard) + " of " + std::to_string(place_.shards) +
+                          ")";
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return failed_precondition(who + " is stopping");
+  }
+  if (lead()) RETURN_IF_ERROR(wait_for_credit(version).with_context(who));
+  const auto started = std::chrono::steady_clock::now();
+  const uint64_t started_unix = unix_us_now();
+  auto report = publisher_->publish(version, force_anchor);
+  if (!report.ok()) {
+    if (options_.log) options_.log(who + ": " + report.status().message());
+    return report.status().with_context(who);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    published_ = version;
+  }
+  if (lead()) offer(*report, started, started_unix);
+  return report;
+}
+
+void ShardPublisher::offer(const RankPublishReport& report,
+                           std::chrono::steady_clock::time_point started, uint64_t started_unix) {
+  JournalWriter& writer = *publisher_->writer();
+  proto::Envelope e;
+  proto::Offer& offer = *e.mutable_offer();
+  offer.set_version(report.version);
+  offer.set_anchor(report.anchor);
+  if (!report.anchor) {
+    offer.set_has_base(true);
+    offer.set_base_version(report.version - 1);
+  }
+  for (const auto& t : writer.head_manifest()->tensors()) {
+    proto::TensorChecksum& c = *offer.add_checksums();
+    c.set_name(t.name());
+    c.set_checksum(t.checksum());
+  }
+  offer.set_stored_bytes(report.commit ? report.commit->stored_bytes : report.stored_bytes);
+  offer.set_published_unix_us(started_unix);
+  offer.set_journal_id(writer.head()->journal_id());
+  // For the benches: the lead's own shard and its peak RSS, never the model's.
+  offer.set_model_bytes(shard_bytes_);
+  offer.set_peak_rss_bytes(process_peak_rss_bytes());
+  offer.set_publish_us(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                 std::chrono::steady_clock::now() - started)
+                                                 .count()));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    uncommitted_.insert(report.version);
+  }
+  link_->send(std::move(e));
+}
+
+Status ShardPublisher::wait_for_credit(uint64_t version) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint32_t limit = std::max<uint32_t>(1, config_.max_in_flight());
+  const auto deadline = std::chrono::steady_clock::now() + options_.credit_timeout;
+  WaitReporter waiting(options_.log);
+  while (uncommitted_.size() >= limit && !stopping_) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return deadline_exceeded("version " + std::to_string(version) + ": " +
+                               std::to_string(uncommitted_.size()) +
+                               " offered versions still uncommitted after " +
+                               std::to_string(options_.credit_timeout.count()) +
+                               " ms (max_in_flight " + std::to_string(limit) + ")");
+    }
+    cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() +
+                                                std::chrono::milliseconds(500)));
+    waiting.report("publisher: version " + std::to_string(version) + " waits for " +
+                   std::to_string(uncommitted_.size()) +
+                   " offered versions to be committed (max_in_flight " + std::to_string(limit) +
+                   "; is the coordinator at " + config_.coordinator_endpoint() + " reachable?)");
+  }
+  if (stopping_) return failed_precondition("version " + std::to_string(version) + ": stopping");
+  return ok_status();
+}
+
+void ShardPublisher::on_message(const proto::Envelope& m) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t committed = 0;
+  if (m.has_commit()) {
+    committed = m.commit().version();
+  } else if (m.has_welcome() && m.welcome().has_committed()) {
+    committed = m.welcome().committed_version();
+  } else {
+    return;
+  }
+  if (!committed_ || committed > *committed_) committed_ = committed;
+  uncommitted_.erase(uncommitted_.begin(), uncommitted_.upper_bound(committed));
+  cv_.notify_all();
+}
+
+std::optional<uint64_t> ShardPublisher::committed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return committed_;
+}
+
+Status ShardPublisher::wait_committed(uint64_t version,
+                                      std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool reached = cv_.wait_until(lock, deadline, [&] {
+    return (committed_ && *committed_ >= version) || link_->fatal_error();
+  });
+  if (auto fatal = link_->fatal_error()) return failed_precondition(*fatal);
+  if (!reached) {
+    return deadline_exceeded("version " + std::to_string(version) +
+                             " not committed before the deadline (committed: " +
+                             (committed_ ? std::to_string(*committed_) : "none") + ")");
+  }
+  return ok_status();
+}
+
+void ShardPublisher::stop(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (link_) link_->stop(reason);
+}
+
+}  // namespace weightcast
