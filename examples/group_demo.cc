@@ -87,6 +87,11 @@ int main(int argc, char** argv) {
   app.add_option("--subscribers", a.subscribers, "Subscribers started with the group")
       ->capture_default_str()
       ->check(number_in<uint32_t>(0, 256));
+  app.add_option("--publishers", a.publishers,
+                 "Publisher ranks, each publishing an even shard of the model (no rank holds the "
+                 "published model; the first commits)")
+      ->capture_default_str()
+      ->check(number_in<uint32_t>(1, 64));
   app.add_option("--join-at", a.join_at, "Version at which the late subscriber starts")
       ->capture_default_str()
       ->check(number_in<uint64_t>(0, kMaxDemoVersions));
@@ -121,6 +126,10 @@ int main(int argc, char** argv) {
                  "Subscribers are tensor-parallel engine ranks of this size holding only their "
                  "slices (all subscribers, the late joiner included, whole replicas)")
       ->check(CLI::Range(1u, 4096u));
+  app.add_option("--whole-subscribers", a.whole_subscribers,
+                 "With --tensor-parallel: this many subscribers (the last ones) hold every tensor "
+                 "whole (a second engine layout)")
+      ->check(CLI::Range(0u, 256u));
   app.add_option("--bin", a.bin_dir, "Directory of weightcastd and weightcast")
       ->capture_default_str();
   app.add_option("--timeout-s", timeout_s, "Fail when the run takes longer")
@@ -152,7 +161,7 @@ int main(int argc, char** argv) {
   std::string ranks = std::to_string(g.coordinator);
   for (uint32_t i = 0; i < a.subscribers; ++i)
     ranks += " " + std::to_string(g.first_subscriber + i);
-  ranks += " " + std::to_string(g.publisher);
+  for (uint32_t i = 0; i < g.publishers; ++i) ranks += " " + std::to_string(g.publisher + i);
   if (launcher(a, *group, "up --config '" + g.config_path + "' --ranks '" + ranks + "'") != 0) {
     std::fprintf(stderr, "demo: the launcher failed to start the ranks\n");
     return 1;
@@ -302,6 +311,7 @@ int main(int argc, char** argv) {
   }
   nlohmann::json out{{"parameters", a.parameters},
                      {"subscribers", g.subscriber_ranks},
+                     {"publishers", g.publishers},
                      {"density", a.density},
                      {"config", g.config_path},
                      {"journal_root", g.journal_root},

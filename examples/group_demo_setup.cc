@@ -25,7 +25,9 @@ Result<DemoGroup> prepare_demo_group(const DemoArgs& args) {
   GroupInitOptions o;
   o.dir = args.work_dir;
   o.group_id = "demo";
-  o.publishers = 1;
+  o.publishers = args.publishers;
+  g.publishers = args.publishers;
+  g.first_subscriber = 1 + args.publishers;
   o.subscribers = g.subscriber_ranks;
   if (args.port) {
     o.endpoint = "tcp://127.0.0.1:" + std::to_string(args.port);
@@ -45,6 +47,7 @@ Result<DemoGroup> prepare_demo_group(const DemoArgs& args) {
   o.demo_publisher_mode = args.publisher_mode;
   o.fp8 = args.fp8;
   o.tensor_parallel = args.tensor_parallel;
+  o.whole_subscribers = args.whole_subscribers;
   o.demo_figures_path = args.figures_path;
   o.transports = args.transports;
   o.ucx_tls = args.ucx_tls;

@@ -17,7 +17,10 @@ struct DemoArgs {
   uint64_t versions = 20;
   uint64_t anchor_every = 5;
   uint32_t subscribers = 2;  // started with the group
-  bool late_joiner = true;   // one more subscriber started at join_at
+  // Above 1: publisher ranks that each publish an even shard of the model
+  // (src/daemon/shard_demo.h).
+  uint32_t publishers = 1;
+  bool late_joiner = true;  // one more subscriber started at join_at
   uint64_t join_at = 12;
   bool kill_restart = true;  // SIGKILL one subscriber at kill_at, then restart it
   uint64_t kill_at = 7;
@@ -40,6 +43,8 @@ struct DemoArgs {
   // Above 1: the subscribers are the ranks of tensor-parallel engines of this size, each
   // holding only its slices (GroupInitOptions::tensor_parallel).
   uint32_t tensor_parallel = 1;
+  // With tensor_parallel above 1: subscribers that hold every tensor whole (the last ones).
+  uint32_t whole_subscribers = 0;
   // Where the publisher rank appends its per-version trainer figures (demo.figures_path);
   // empty: none, and the trainer overlaps each step with the previous publication.
   std::string figures_path;
@@ -50,13 +55,14 @@ struct DemoGroup {
   std::string journal_root;
   std::string state_dir;  // the launcher's
   uint32_t coordinator = 0;
-  uint32_t publisher = 1;
+  uint32_t publisher = 1;         // the first (the lead, when there are several)
+  uint32_t publishers = 1;        // ranks publisher ..= publisher + publishers - 1
   uint32_t first_subscriber = 2;  // subscribers are first_subscriber, +1, ...; the late one last
   uint32_t subscriber_ranks = 0;  // including the late joiner
 };
 
 // Creates (emptying a previous demo's journal) the work directory, keys and group.yaml
-// (src/control/group_init.h: ranks 0 coordinator, 1 publisher, 2.. subscribers).
+// (src/control/group_init.h: ranks 0 coordinator, 1.. publishers, then subscribers).
 Result<DemoGroup> prepare_demo_group(const DemoArgs& args);
 
 }  // namespace weightcast::demo

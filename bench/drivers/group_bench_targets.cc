@@ -79,7 +79,10 @@ json summarize_group_run(const json& demo, const CodecReference* codec, const Gr
     const uint32_t rank = r.value("rank", 0u);
     if (role != "subscriber" && role != "publisher") continue;
     const bool subscriber = role == "subscriber";
+    // Several publisher ranks: only the lead offers (its own peak), so each rank's is its VmHWM.
+    const bool sharded = !subscriber && demo.value("publishers", 1u) > 1;
     uint64_t peak = subscriber ? max_result(versions, rank, "peak_rss_bytes")
+                    : sharded  ? 0
                                : max_version(versions, "publisher_peak_rss_bytes");
     std::string peak_source = peak ? (subscriber ? "ack" : "offer") : "none";
     if (peak == 0 && u64(r, "vm_hwm_bytes") != 0) {

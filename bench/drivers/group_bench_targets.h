@@ -29,7 +29,10 @@
 // reference was measured) has "pass": null and a "why". A 0 in the demo's figures means "not
 // reported" (proto3 scalars), except that a subscriber's engine bytes fall back to the
 // publisher's model bytes (a weightcastd subscriber registers every tensor of the journal)
-// and its peak RSS to the VmHWM the demo read; the "*_source" fields say which was used.
+// and its peak RSS to the VmHWM the demo read; the "*_source" fields say which was used. With
+// several publisher ranks (the demo's "publishers" above 1) each publisher rank's peak RSS is its
+// VmHWM (only the lead offers), its own bytes the lead's shard, and the trainer bytes the whole
+// demo model every rank holds: the target then bounds what weightcast adds to one shard.
 //
 // Schema of the result:
 //   largest_delta_bytes, median_delta_ratio (null without the reference),

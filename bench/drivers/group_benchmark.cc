@@ -16,6 +16,7 @@
 
 #include "bench/drivers/group_bench_fp8.h"
 #include "bench/drivers/group_bench_hooked.h"
+#include "bench/drivers/group_bench_ranks.h"
 #include "src/control/group_config.h"
 
 extern char** environ;
@@ -108,9 +109,15 @@ Result<json> run_demo(const GroupBenchConfig& c, const std::string& transport,
                                 "--publisher-mode",
                                 mode == "hooked" ? "hooked" : "snapshot"};
   if (mode == "fp8") argv.push_back("--fp8");
+  if (mode == "ranks") {
+    argv.push_back("--publishers");
+    argv.push_back(std::to_string(c.publisher_ranks));
+  }
   if (c.tensor_parallel > 1) {
     argv.push_back("--tensor-parallel");
     argv.push_back(std::to_string(c.tensor_parallel));
+    argv.push_back("--whole-subscribers");
+    argv.push_back(std::to_string(c.whole_subscribers));
   }
   argv.insert(argv.end(), extra.begin(), extra.end());
   if (c.log) {
@@ -145,12 +152,12 @@ Result<json> run_group_benchmark(const GroupBenchConfig& c) {
     return failed_precondition("bench group: cannot create " + c.work_dir + ": " + ec.message());
   }
   std::vector<std::string> modes;
-  // hooked and fp8 runs are compared with the snapshot run, which is added when not given.
-  for (const char* m : {"snapshot", "hooked", "fp8"}) {
+  // hooked, fp8 and ranks runs are compared with the snapshot run, added when not given.
+  for (const char* m : {"snapshot", "hooked", "fp8", "ranks"}) {
     for (const auto& given : c.publisher_modes) {
-      if (given != "snapshot" && given != "hooked" && given != "fp8") {
+      if (given != "snapshot" && given != "hooked" && given != "fp8" && given != "ranks") {
         return invalid_argument("bench group: unknown publisher mode '" + given +
-                                "' (snapshot, hooked or fp8)");
+                                "' (snapshot, hooked, fp8 or ranks)");
       }
       if (given == m || (given != "snapshot" && std::string(m) == "snapshot")) {
         if (std::find(modes.begin(), modes.end(), m) == modes.end()) modes.push_back(m);
@@ -221,8 +228,9 @@ Result<json> run_group_benchmark(const GroupBenchConfig& c) {
     // The codec reference encodes the bf16 model: an FP8 run's targets against it would
     // compare other bytes, so it has none (its own target is compare_fp8_run's).
     const bool fp8 = d.value("label", "").ends_with("-fp8");
+    const bool ranks = d.value("label", "").ends_with("-ranks");
     json run = summarize_group_run(d, codec && !fp8 ? &*codec : nullptr, c.bounds);
-    run["publisher_mode"] = fp8 ? "fp8" : run.value("publisher_mode", "snapshot");
+    run["publisher_mode"] = fp8 ? "fp8" : ranks ? "ranks" : run.value("publisher_mode", "snapshot");
     run["label"] = d["label"];
     run["transport"] = d["transport"];
     run["journal_root"] = d.value("journal_root", "");
@@ -241,6 +249,7 @@ Result<json> run_group_benchmark(const GroupBenchConfig& c) {
       }
       if (run["publisher_mode"] == "hooked") compare_publisher_modes(before, &run, c.bounds);
       if (run["publisher_mode"] == "fp8") compare_fp8_run(before, &run, c.bounds);
+      if (run["publisher_mode"] == "ranks") compare_rank_run(before, &run, c.publisher_ranks);
       break;
     }
   }

@@ -8,8 +8,10 @@
 //
 // Publisher modes (--publisher-mode, src/daemon/demo_trainer.h): every transport runs once per
 // mode, "snapshot" first; a "hooked" run is compared with the snapshot run of its transport
-// (bench/drivers/group_bench_hooked.h), which is added when the modes do not list it. A run's label
-// is its transport, with "-hooked" for a hooked run.
+// (bench/drivers/group_bench_hooked.h), which is added when the modes do not list it, as are an
+// "fp8" run (group_bench_fp8.h) and a "ranks" run (publisher_ranks publisher ranks, each
+// publishing a shard: group_bench_ranks.h). A run's label is its transport, with "-hooked",
+// "-fp8" or "-ranks" after it.
 //
 // Transports: "fs" (subscribers read the journal), "ucx" (live over UCX, the publisher serving
 // its own memory in place) and "ucx-copy" (from a shared-memory copy), as
@@ -43,9 +45,11 @@ struct GroupBenchConfig {
   double density = 0.01;
   uint64_t versions = 10;  // after the initial one (the demo's --versions)
   uint32_t subscribers = 1;
-  uint32_t tensor_parallel = 1;  // above 1: the subscribers are ranks of tensor-parallel engines
+  uint32_t tensor_parallel = 1;    // above 1: the subscribers are ranks of tensor-parallel engines
+  uint32_t whole_subscribers = 0;  // with tensor_parallel: the last ones hold whole tensors
+  uint32_t publisher_ranks = 4;    // publisher mode "ranks": publisher ranks, each a shard
   std::vector<std::string> transports = {"fs"};
-  std::vector<std::string> publisher_modes = {"snapshot"};  // "snapshot", "hooked"
+  std::vector<std::string> publisher_modes = {"snapshot"};  // "snapshot", "hooked", "fp8", "ranks"
   std::string work_dir = "/tmp/weightcast-bench-group";
   std::string demo;           // the weightcast_group_demo executable
   size_t threads = 0;         // the codec reference's (0: all cores, as weightcastd)

@@ -105,6 +105,18 @@ void print_run(const json& run) {
                 where.c_str(), measured.c_str(), bound.c_str(), verdict(t), ratio.c_str(),
                 t.contains("why") ? (" (" + t["why"].get<std::string>() + ")").c_str() : "");
   }
+  if (run.contains("sharded")) {
+    const json& k = run["sharded"];
+    std::printf(
+        "%u publisher ranks against the single publisher of %s, publish -> all-acked medians: "
+        "deltas %s ms / %s ms = %s (median of %zu per-version ratios), anchors %s ms / %s ms = "
+        "%s (%zu)\n",
+        k["publishers"].get<uint32_t>(), k["compared_with"].get<std::string>().c_str(),
+        num(k["ranks_delta_ms"], "%.1f").c_str(), num(k["single_delta_ms"], "%.1f").c_str(),
+        num(k["delta_ratio"], "%.2f").c_str(), k["delta_versions"].size(),
+        num(k["ranks_anchor_ms"], "%.1f").c_str(), num(k["single_anchor_ms"], "%.1f").c_str(),
+        num(k["anchor_ratio"], "%.2f").c_str(), k["anchor_versions"].size());
+  }
   if (run.contains("fp8")) {
     const json& f = run["fp8"];
     std::printf(
@@ -150,6 +162,15 @@ void register_bench_group(CLI::App& bench, int& exit_code) {
                 "its slices (docs/CONFIG.md layouts; --subscribers a multiple of it)")
       ->capture_default_str()
       ->check(number_in<uint32_t>(1, 256));
+  g->add_option("--whole-subscribers", cfg->whole_subscribers,
+                "With --tensor-parallel: this many subscribers (the last ones) hold every tensor "
+                "whole (a second engine layout)")
+      ->capture_default_str()
+      ->check(number_in<uint32_t>(0, 256));
+  g->add_option("--publisher-ranks", cfg->publisher_ranks,
+                "Publisher ranks of a --publisher-mode ranks run")
+      ->capture_default_str()
+      ->check(number_in<uint32_t>(2, 64));
   g->add_option("--transports", cfg->transports,
                 "Runs, comma-separated: fs (journal), ucx (live, in place), ucx-copy (live, "
                 "from a shared-memory copy)")
@@ -161,9 +182,10 @@ void register_bench_group(CLI::App& bench, int& exit_code) {
                 "(read at publish, diffed against the publisher's snapshot), hooked (written "
                 "through PublishStep::write) or fp8 (snapshot mode in an FP8 group); hooked and "
                 "fp8 are compared with a snapshot run of the same transport, added when not "
-                "listed")
+                "listed; ranks: --publisher-ranks publisher ranks, each publishing an even shard "
+                "of the model, compared the same way")
       ->delimiter(',')
-      ->check(CLI::IsMember({"snapshot", "hooked", "fp8"}))
+      ->check(CLI::IsMember({"snapshot", "hooked", "fp8", "ranks"}))
       ->capture_default_str();
   g->add_option("--work-dir", cfg->work_dir, "Where each run's group, journal, JSON and log go")
       ->capture_default_str();
@@ -187,7 +209,8 @@ void register_bench_group(CLI::App& bench, int& exit_code) {
       ->capture_default_str();
   g->add_flag("--json", *json_out, "Print one JSON object (default: tables)");
   g->callback([cfg, json_out, check, checked, no_reference, &exit_code] {
-    if (const std::string why = tensor_parallel_refusal(cfg->subscribers, cfg->tensor_parallel);
+    if (const std::string why =
+            tensor_parallel_refusal(cfg->subscribers, cfg->tensor_parallel, cfg->whole_subscribers);
         !why.empty()) {
       throw CLI::ValidationError("--tensor-parallel", why);
     }

@@ -92,6 +92,11 @@ void register_init(CLI::App* group, int& exit_code) {
                    "slice of each split tensor (a layouts section; --subscribers a multiple of N)")
       ->capture_default_str()
       ->check(number_in<uint32_t>(1, 4096));
+  init->add_option("--whole-subscribers", o->whole_subscribers,
+                   "With --tensor-parallel: this many of the subscribers (the last ones) hold "
+                   "every tensor whole instead (a second engine layout)")
+      ->capture_default_str()
+      ->check(number_in<uint32_t>(0, 4094));
   init->add_option("--demo-parameters", o->demo_parameters,
                    "Add a demo: section (a synthetic model for publishers without a trainer)")
       ->check(number_in<uint64_t>(kMinDemoParameters, kMaxDemoParameters));
@@ -105,7 +110,8 @@ void register_init(CLI::App* group, int& exit_code) {
   init->add_flag("--force", o->overwrite, "Replace an existing group.yaml (keys are kept)");
   init->callback([o, &exit_code] {
     // A bad command line (exit 2), not a failed command.
-    if (const std::string why = tensor_parallel_refusal(o->subscribers, o->tensor_parallel);
+    if (const std::string why =
+            tensor_parallel_refusal(o->subscribers, o->tensor_parallel, o->whole_subscribers);
         !why.empty()) {
       throw CLI::ValidationError("--tensor-parallel", why);
     }

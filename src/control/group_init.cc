@@ -19,10 +19,15 @@ Result<uint16_t> free_loopback_port() {
   return listener.port;
 }
 
-std::string tensor_parallel_refusal(uint32_t subscribers, uint32_t tensor_parallel) {
-  if (tensor_parallel <= 1 || subscribers % tensor_parallel == 0) return "";
-  return std::to_string(subscribers) +
-         " subscribers are not whole replicas of tensor parallel size " +
+std::string tensor_parallel_refusal(uint32_t subscribers, uint32_t tensor_parallel,
+                                    uint32_t whole_subscribers) {
+  if (whole_subscribers > subscribers) {
+    return std::to_string(whole_subscribers) + " whole-tensor subscribers of only " +
+           std::to_string(subscribers) + " subscribers";
+  }
+  const uint32_t sliced = subscribers - whole_subscribers;
+  if (tensor_parallel <= 1 || sliced % tensor_parallel == 0) return "";
+  return std::to_string(sliced) + " subscribers are not whole replicas of tensor parallel size " +
          std::to_string(tensor_parallel);
 }
 
@@ -30,7 +35,8 @@ Result<GroupInitResult> init_group(const GroupInitOptions& o) {
   namespace fs = std::filesystem;
   if (o.dir.empty()) return invalid_argument("group init: no directory given");
   if (o.publishers == 0) return invalid_argument("group init: a group needs a publisher");
-  if (const std::string why = tensor_parallel_refusal(o.subscribers, o.tensor_parallel);
+  if (const std::string why =
+          tensor_parallel_refusal(o.subscribers, o.tensor_parallel, o.whole_subscribers);
       !why.empty()) {
     return invalid_argument("group init: " + why);
   }
@@ -117,7 +123,7 @@ Result<GroupInitResult> init_group(const GroupInitOptions& o) {
   for (uint32_t r = 0; r < ranks; ++r) {
     const char* role = r == 0 ? "coordinator" : r <= o.publishers ? "publisher" : "subscriber";
     y << "  - {rank: " << r << ", role: " << role << ", host: 127.0.0.1";
-    if (tp > 1 && r > o.publishers) {
+    if (tp > 1 && r > o.publishers && r <= o.publishers + o.subscribers - o.whole_subscribers) {
       const uint32_t k = r - o.publishers - 1;  // among the subscribers
       y << ", layout: tp" << tp << ", part: " << k % tp << ", replica: engine" << k / tp;
     }

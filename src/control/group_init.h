@@ -42,6 +42,9 @@ struct GroupInitOptions {
   // vLLM's cuts of Hugging Face names (kTensorParallelRules), replica k of them ranks
   // N*k .. N*k + N - 1 among the subscribers, part = the rank's place in its replica.
   uint32_t tensor_parallel = 1;
+  // With tensor_parallel above 1: how many of the subscribers (the last ones) are engines that
+  // hold every tensor whole instead (a second layout beside tp<N>).
+  uint32_t whole_subscribers = 0;
   bool overwrite = false;  // replace an existing group.yaml (existing key files are reused)
 };
 
@@ -60,7 +63,8 @@ inline constexpr TensorParallelRule kTensorParallelRules[] = {
 
 // Why `subscribers` cannot be the ranks of whole replicas of that tensor parallel size (empty
 // when they can): what `group init`, the demo and `bench group` refuse.
-std::string tensor_parallel_refusal(uint32_t subscribers, uint32_t tensor_parallel);
+std::string tensor_parallel_refusal(uint32_t subscribers, uint32_t tensor_parallel,
+                                    uint32_t whole_subscribers = 0);
 
 struct GroupInitResult {
   std::string config_path;

@@ -8,6 +8,7 @@
 #include "src/daemon/synthetic_model.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/rank_plan.h"
+#include "transport/fs/step_commit.h"
 
 namespace weightcast {
 namespace {
@@ -28,8 +29,8 @@ bool stopping(const DaemonOptions& o) {
 uint64_t first_version(const proto::GroupConfig& config, const DaemonOptions& options) {
   const JournalLayout layout(config.journal_root());
   if (auto planned = newest_rank_plan(layout)) return *planned;
-  auto head = read_head_file(layout.head());
-  return head.ok() ? head->version() + 1 : options.start_version;
+  auto head = read_journal_head(layout);
+  return head.ok() && *head ? (**head).version() + 1 : options.start_version;
 }
 
 }  // namespace
@@ -75,12 +76,15 @@ Status run_shard_publisher_rank(const proto::GroupConfig& config, const DaemonOp
   }
   std::vector<OwnedRange> ranges;
   uint64_t owned = 0;
+  std::vector<bool> mine(refs.size(), false);
   for (const ShardSpan& s : even_shard(numels, place.shard, place.shards)) {
+    mine[s.tensor] = true;
     const TensorRef& r = refs[s.tensor];
     const auto* base = static_cast<const uint8_t*>(r.data) + r.offset * r.element_size();
     ranges.push_back({r.name, s.first, s.count, base + s.first * r.element_size()});
     owned += s.count;
   }
+  model->step_only(std::move(mine));  // as a trainer rank steps only its own shard
   ShardPublisherOptions so;
   so.rank = options.rank;
   so.threads = options.threads;
@@ -94,7 +98,8 @@ Status run_shard_publisher_rank(const proto::GroupConfig& config, const DaemonOp
   std::ofstream figures;
   if (publisher->lead() && !demo.figures_path().empty()) {
     figures.open(demo.figures_path(), std::ios::app);
-    if (!figures) return failed_precondition("cannot open demo.figures_path " + demo.figures_path());
+    if (!figures)
+      return failed_precondition("cannot open demo.figures_path " + demo.figures_path());
   }
   const uint64_t last = options.start_version + std::max<uint64_t>(1, demo.versions());
   const auto commit_wait = milliseconds(2 * config.timeouts().ack_timeout_ms() + 10000);
@@ -109,11 +114,15 @@ Status run_shard_publisher_rank(const proto::GroupConfig& config, const DaemonOp
     }
   };
   std::optional<uint64_t> published;
+  bool failed = false;
   for (uint64_t v = first_version(config, options); v <= last && !stopping(options); ++v) {
+    // After a failure (the lead gave up, or went on while this rank waited), join its version.
+    if (failed && !publisher->lead()) v = std::max(v, first_version(config, options));
     if (figures.is_open() && published) RETURN_IF_ERROR(until_committed(*published));
     model->fast_forward(v - options.start_version);
     const auto started = SteadyClock::now();
     auto report = publisher->publish(v);
+    failed = !report.ok();
     if (!report.ok()) {
       say(options, me + ": v" + std::to_string(v) + " not published: " + report.status().message());
       continue;

@@ -69,6 +69,7 @@ void SyntheticModel::step_tensors(const std::function<void(size_t)>& before,
   ++version_;
   const uint64_t step_seed = seed_ * 1000003 + version_;
   for (size_t i = 0; i < tensors_.size(); ++i) {
+    if (!stepped_.empty() && !stepped_[i]) continue;
     if (before) before(i);
     tensors_[i].step(lr_ * tensors_[i].sigma(), step_seed, pool_);
     if (after) after(i);

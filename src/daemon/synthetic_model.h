@@ -37,6 +37,11 @@ class SyntheticModel {
   void step_tensors(const std::function<void(size_t)>& before,
                     const std::function<void(size_t)>& after);
   uint64_t version() const { return version_; }
+  // Steps only the tensors whose entry is true from now on (a publisher rank of a sharded demo
+  // reads no others: src/daemon/shard_demo.h); the others keep the values they have. Every
+  // tensor's steps depend on its own state and the step's seed alone, so the stepped ones hold
+  // the bytes of the whole model's version.
+  void step_only(std::vector<bool> tensors) { stepped_ = std::move(tensors); }
 
   uint64_t parameters() const { return parameters_; }
   size_t tensor_count() const { return tensors_.size(); }
@@ -55,6 +60,7 @@ class SyntheticModel {
   uint64_t seed_ = 0;
   uint64_t version_ = 0;
   uint64_t parameters_ = 0;
+  std::vector<bool> stepped_;  // empty: every tensor
 };
 
 // Bytes a SyntheticModel of `parameters` holds.

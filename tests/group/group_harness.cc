@@ -20,7 +20,7 @@ std::string weightcastd_path() {
   return WEIGHTCASTD_PATH;
 }
 
-TestGroup::TestGroup(const GroupSpec& spec) {
+TestGroup::TestGroup(const GroupSpec& spec) : publishers_(spec.publishers) {
   std::string pattern = (std::filesystem::temp_directory_path() / "wc_group.XXXXXX").string();
   dir_ = ::mkdtemp(pattern.data()) != nullptr ? pattern : "";
   config_path_ = dir_ + "/group.yaml";
@@ -50,7 +50,7 @@ TestGroup::TestGroup(const GroupSpec& spec) {
   std::vector<CurveKeyPair> keys;
   if (spec.curve) {
     std::filesystem::create_directories(dir_ + "/keys");
-    for (uint32_t r = 0; r < 2 + spec.subscribers; ++r) {
+    for (uint32_t r = 0; r < 1 + spec.publishers + spec.subscribers; ++r) {
       keys.push_back(generate_curve_key_pair().value());
       (void)write_curve_key_file(dir_ + "/keys/rank" + std::to_string(r) + ".key", keys.back());
     }
@@ -60,15 +60,18 @@ TestGroup::TestGroup(const GroupSpec& spec) {
       << "\", coordinator_key_file: keys/rank0.key, observer_key_file: keys/observer.key}\n";
   }
   y << "ranks:\n";
-  for (uint32_t r = 0; r < 2 + spec.subscribers; ++r) {
+  const uint32_t first_subscriber = 1 + spec.publishers;
+  for (uint32_t r = 0; r < first_subscriber + spec.subscribers; ++r) {
     y << "  - {rank: " << r << ", role: "
-      << (r == 0   ? "coordinator"
-          : r == 1 ? "publisher"
-                   : "subscriber");
+      << (r == 0                 ? "coordinator"
+          : r < first_subscriber ? "publisher"
+                                 : "subscriber");
     if (spec.curve) {
       y << ", key_file: keys/rank" << r << ".key, public_key: \"" << keys[r].public_z85 << "\"";
     }
-    if (r >= 2 && r - 2 < spec.subscriber_fields.size()) y << ", " << spec.subscriber_fields[r - 2];
+    if (r >= first_subscriber && r - first_subscriber < spec.subscriber_fields.size()) {
+      y << ", " << spec.subscriber_fields[r - first_subscriber];
+    }
     y << "}\n";
   }
   yaml_ = y.str();

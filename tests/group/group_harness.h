@@ -22,6 +22,7 @@ namespace weightcast::testing {
 
 struct GroupSpec {
   uint32_t subscribers = 2;
+  uint32_t publishers = 1;  // ranks 1..publishers; several publish shards (shard_publisher.h)
   bool curve = false;
   uint64_t parameters = 200000;  // the demo model a weightcastd publisher publishes
   double density = 0.01;
@@ -42,7 +43,7 @@ struct GroupSpec {
   std::vector<std::string> subscriber_fields;
 };
 
-// A group in a fresh temp directory: rank 0 coordinator, 1 publisher, 2.. subscribers.
+// A group in a fresh temp directory: rank 0 coordinator, 1.. publishers, then subscribers.
 class TestGroup {
  public:
   explicit TestGroup(const GroupSpec& spec);
@@ -54,7 +55,7 @@ class TestGroup {
   const std::string& config_path() const { return config_path_; }
   const proto::GroupConfig& config() const { return config_; }
   std::string journal() const { return dir_ + "/journal"; }
-  uint32_t subscriber_rank(uint32_t i) const { return 2 + i; }
+  uint32_t subscriber_rank(uint32_t i) const { return 1 + publishers_ + i; }
 
   // Rewrites group.yaml with `extra` appended to the YAML (tests of bad configs).
   std::string write_config_variant(const std::string& name, const std::string& yaml) const;
@@ -74,6 +75,7 @@ class TestGroup {
   std::string yaml_;
   proto::GroupConfig config_;
   int listen_fd_ = -1;
+  uint32_t publishers_ = 1;
 };
 
 // One weightcastd process; killed with SIGKILL on destruction if still running. The fd

@@ -32,6 +32,7 @@ struct Step {
   int64_t version;
   bool force_anchor = false;
   bool fails = false;
+  bool either = false;  // succeeding and failing are both right (fails is then ignored)
 };
 
 int run_rank(const std::string& root, uint32_t rank, std::chrono::milliseconds wait,
@@ -71,7 +72,7 @@ int run_rank(const std::string& root, uint32_t rank, std::chrono::milliseconds w
     }
     model.advance_to(static_cast<uint64_t>(s.version));
     auto report = (*publisher)->publish(static_cast<uint64_t>(s.version), s.force_anchor);
-    if (report.ok() == s.fails) {
+    if (!s.either && report.ok() == s.fails) {
       std::fprintf(stderr, "rank %u, version %lld: %s\n", rank, static_cast<long long>(s.version),
                    report.ok() ? "published, expected to fail" : report.status().message().c_str());
       return 4;
@@ -186,12 +187,13 @@ TEST(RankPublisher, ARankThatDiesLeavesItsVersionUncommittedAndAForcedAnchorResu
 TEST(RankPublisher, ARankThatRestartedRefusesTheNextDeltaAndRankZeroGivesUpAtOnce) {
   testing::ScratchDir dir;
   // Rank 1 restarts between versions 1 and 2 (no snapshot): it refuses delta 2, rank 0 fails it
-  // long before its 20 s wait, and version 3 is an anchor every rank writes.
+  // long before its 20 s wait, and version 3 is an anchor every rank writes. Ranks 2 and 3 may
+  // still be writing their parts of 2 when rank 0 removes them: either outcome is right.
   std::vector<std::vector<Step>> plans(kRanks);
   for (uint32_t r = 0; r < kRanks; ++r) {
     plans[r] = {{0}, {1}};
     if (r == 1) plans[r].push_back({-1});
-    plans[r].push_back({2, false, r == 0 || r == 1});
+    plans[r].push_back({2, false, r == 0 || r == 1, r >= 2});
     plans[r].push_back({3});
     plans[r].push_back({4});
   }

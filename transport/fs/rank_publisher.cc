@@ -10,6 +10,7 @@
 #include "transport/fs/rank_anchor.h"
 #include "transport/fs/rank_fragments.h"
 #include "transport/fs/rank_plan.h"
+#include "transport/fs/slice_checksums.h"
 
 namespace weightcast {
 
@@ -35,6 +36,13 @@ Result<std::unique_ptr<RankPublisher>> RankPublisher::open(RankPublisherOptions 
                               std::to_string(numel));
     }
     p->tensor_of_.push_back(i);
+  }
+  // The declared slices of each range's tensor, once: their shares are kept up to date.
+  p->slices_.resize(ranges.size());
+  p->shares_.resize(ranges.size());
+  for (size_t k = 0; k < ranges.size() && options.journal.declared_slices; ++k) {
+    const SafetensorsTensorSpec& t = model[p->tensor_of_[k]];
+    ASSIGN_OR_RETURN(p->slices_[k], options.journal.declared_slices(t.name, t.shape));
   }
   options.journal.root = options.root;
   if (options.rank == 0) {
@@ -115,25 +123,18 @@ Result<RankPublishReport> RankPublisher::publish(uint64_t version, bool force_an
   return report;
 }
 
-namespace {
-
-// The rank's shares of the declared slices' checksums over one range's bytes.
-template <typename Part>
-Status add_shares(const DeclaredSlices& declared, const SafetensorsTensorSpec& t,
-                  const OwnedRange& r, Part* part) {
-  if (!declared) return ok_status();
-  ASSIGN_OR_RETURN(const auto slices, declared(t.name, t.shape));
-  if (slices.empty()) return ok_status();
+Status RankPublisher::take_shares(size_t k) {
+  const SafetensorsTensorSpec& t = model_[tensor_of_[k]];
+  const OwnedRange& r = ranges_[k];
+  shares_[k].clear();
+  if (slices_[k].empty()) return ok_status();
   const TensorRef own = TensorRef::contiguous(t.name, t.dtype, const_cast<uint8_t*>(r.data),
                                               static_cast<int64_t>(r.count));
   ASSIGN_OR_RETURN(
-      const auto shares,
-      partial_checksums(own, t.shape, TensorSlice::flat(r.first, r.first + r.count), slices));
-  for (size_t k = 0; k < slices.size(); ++k) part->add_slice_share(t.name, slices[k], shares[k]);
+      shares_[k],
+      partial_checksums(own, t.shape, TensorSlice::flat(r.first, r.first + r.count), slices_[k]));
   return ok_status();
 }
-
-}  // namespace
 
 Result<RankPublishReport> RankPublisher::publish_anchor(uint64_t version) {
   RankPublishReport report;
@@ -150,7 +151,10 @@ Result<RankPublishReport> RankPublisher::publish_anchor(uint64_t version) {
     const SafetensorsTensorSpec& t = model_[tensor_of_[k]];
     const uint64_t bytes = ranges_[k].count * dtype_size(t.dtype);
     RETURN_IF_ERROR((*part)->write(t.name, ranges_[k].first, {ranges_[k].data, bytes}));
-    RETURN_IF_ERROR(add_shares(options_.journal.declared_slices, t, ranges_[k], part->get()));
+    RETURN_IF_ERROR(take_shares(k).with_context(who(version)));
+    for (size_t j = 0; j < shares_[k].size(); ++j) {
+      (*part)->add_slice_share(t.name, slices_[k][j], shares_[k][j]);
+    }
     report.stored_bytes += bytes;
   }
   RETURN_IF_ERROR((*part)->finish().with_context(who(version)));
@@ -188,11 +192,24 @@ Result<RankPublishReport> RankPublisher::publish_delta(uint64_t version) {
       ASSIGN_OR_RETURN(e.tensor_elements, shape_numel(t.shape, "tensor '" + t.name + "'"));
       e.base_checksum = checksums_[k];
       e.pool = options_.journal.pool;
+      // The shares follow the changes the encoder reports (O(changed), as the single writer's
+      // slice checksums: slice_checksums.h); a range outside every declared slice has none.
+      std::optional<SliceChangeSums> tracked;
+      if (!slices_[k].empty()) {
+        tracked.emplace(t.shape, slices_[k], es, shares_[k]);
+        e.on_changes = [&tracked](uint64_t first, const uint32_t* positions, uint32_t n,
+                                  const uint8_t* old_chunk, const uint8_t* new_chunk) {
+          tracked->add(first, positions, n, old_chunk, new_chunk);
+        };
+      }
       ASSIGN_OR_RETURN(const EncodedDelta d, encode_delta_advancing(snapshot_[k], now, e));
       checksums_[k] = d.header.target_checksum;
+      if (tracked) shares_[k] = tracked->sums();
       RETURN_IF_ERROR((*part)->add_range(t.name, t.dtype, t.shape, d));
     }
-    RETURN_IF_ERROR(add_shares(options_.journal.declared_slices, t, ranges_[k], part->get()));
+    for (size_t j = 0; j < shares_[k].size(); ++j) {
+      (*part)->add_slice_share(t.name, slices_[k][j], shares_[k][j]);
+    }
   }
   RETURN_IF_ERROR((*part)->finish().with_context(who(version)));
   report.stored_bytes = (*part)->stored_bytes();

@@ -16,8 +16,9 @@
 // return once their part is durable. A rank told to write a delta while it holds no snapshot
 // of the version before (it restarted, or its last part was never committed) refuses by name,
 // and the lead gives up on the version at once; its next version is an anchor, so the ranks
-// resume with no message between them. The ranks' shares of the declared slices' checksums
-// are computed from their ranges' bytes at every version (a pass over the rank's own shard).
+// resume with no message between them. Each rank's shares of the declared slices' checksums are
+// computed from its ranges' bytes at an anchor and follow the encoder's changes at a delta
+// (O(changed), slice_checksums.h SliceChangeSums).
 #pragma once
 
 #include <chrono>
@@ -30,6 +31,7 @@
 #include "codec/base/status.h"
 #include "codec/dtype.h"
 #include "codec/formats/safetensors_format.h"
+#include "codec/tensor_slice.h"
 #include "transport/fs/journal_writer.h"
 
 namespace weightcast {
@@ -88,6 +90,7 @@ class RankPublisher {
   Result<RankPublishReport> publish_anchor(uint64_t version);
   Result<RankPublishReport> publish_delta(uint64_t version);
   std::string who(uint64_t version) const;
+  Status take_shares(size_t k);
   // A rank other than the lead that failed its part puts the reason where the lead waits.
   void refuse(uint64_t version, const Status& why) const;
 
@@ -95,6 +98,10 @@ class RankPublisher {
   std::vector<SafetensorsTensorSpec> model_;
   std::vector<OwnedRange> ranges_;
   std::vector<size_t> tensor_of_;  // per range, its tensor's index in model_
+  // Per range: the declared slices of its tensor, and the range's share of C() over each at
+  // the last version published (take_shares computes them from the range's bytes).
+  std::vector<std::vector<TensorSlice>> slices_;
+  std::vector<std::vector<uint64_t>> shares_;
   std::unique_ptr<JournalWriter> writer_;
   // The bytes of every range at the last version published (the rank's own shard, not the
   // model), and C() of each range then.
