@@ -2,9 +2,10 @@
 # deploy/slurm against a real Slurm started here: munged, slurmctld and two slurmd with their
 # own config, key, ports, state and logs in a temporary directory (SLURM_CONF; nothing in /etc
 # is read or written). Submits deploy/slurm/weightcast-group.sbatch twice, each a demo group
-# of 1 coordinator, 1 publisher and 2 subscribers:
+# of 1 coordinator, 1 or 2 publishers and 2 subscribers:
 #   plain  one step of 4 tasks on one node;
-#   het    a heterogeneous job: component 0 (coordinator + publisher) on one node,
+#   het    a heterogeneous job: component 0 (coordinator + 2 publisher ranks: a sharded
+#          trainer whose ranks each publish their shard, src/daemon/shard_demo.h) on one node,
 #          component 1 (2 engines) on the other, one step per component.
 # Each must end COMPLETED with exit code 0. A third job, one task more than its config has
 # ranks, must fail at once. Then a group runs beside an existing job:
@@ -195,30 +196,32 @@ submit() {
   last_job="$id"
 }
 
-# check_group NAME JOB_ID "RANK:NODE ...": the saved status shows every version committed and
-# both subscribers "ok" and live at the last; each rank ran exactly once, on its node.
+# check_group NAME JOB_ID "RANK:NODE ..." ["SUBSCRIBER RANKS" RANK_COUNT]: the saved status shows
+# every version committed and both subscribers (default 2 3 of 4 ranks) "ok" and live at the
+# last; each rank ran exactly once, on its node.
 check_group() {
   local name="$1" id="$2" placement="$3" status="$work/$1/status-$2.json" entry
   [[ -f "$status" ]] || fail "$name: no status saved at $status"
-  python3 - "$status" "$versions" <<'EOF' || fail "$name: the group did not complete (status above)"
+  local subs="${4:-2 3}" ranks="${5:-4}"
+  python3 - "$status" "$versions" "$subs" <<'EOF' || fail "$name: the group did not complete (status above)"
 import json, sys
-s = json.load(open(sys.argv[1])); last = int(sys.argv[2])
+s = json.load(open(sys.argv[1])); last = int(sys.argv[2]); want = [int(r) for r in sys.argv[3].split()]
 committed = sorted(v["version"] for v in s["versions"] if v["committed"])
 subs = {m["rank"]: m for m in s["members"] if m["role"] == "subscriber"}
 final = [v for v in s["versions"] if v["version"] == last]
 problems = []
 if committed != list(range(last + 1)): problems.append("committed versions %s" % committed)
-if sorted(subs) != [2, 3]: problems.append("subscribers %s" % sorted(subs))
+if sorted(subs) != want: problems.append("subscribers %s" % sorted(subs))
 for r, m in subs.items():
     if m["state"] != "live" or m["version"] != last: problems.append("rank %d %s" % (r, m))
-if not final or final[0]["results"] != {"2": "ok", "3": "ok"}:
+if not final or final[0]["results"] != {str(r): "ok" for r in want}:
     problems.append("results at v%d: %s" % (last, final and final[0]["results"]))
 # Before the last version a subscriber that joined late has "catch_up" (offered while it caught
 # up) or "passed" (went through it to a later ack); a lost, refused or mismatched one fails.
 fine = {"ok", "catch_up", "passed"}
 bad = [(v["version"], v["results"]) for v in s["versions"] if set(v["results"].values()) - fine]
 if bad: problems.append("results other than %s: %s" % (sorted(fine), bad))
-print("\n".join(problems) or "v0..v%d committed; ranks 2, 3 live at v%d, ok" % (last, last))
+print("\n".join(problems) or "v0..v%d committed; ranks %s live at v%d, ok" % (last, want, last))
 sys.exit(1 if problems else 0)
 EOF
   for entry in $placement; do
@@ -226,16 +229,18 @@ EOF
     n="$(grep -c "weightcast-slurm run: rank ${entry%%:*} ([a-z]*) on ${entry#*:} " "$work/$name.out")"
     [[ "$n" == 1 ]] || fail "$name: rank ${entry%%:*} ran $n times on ${entry#*:} (expected once)"
   done
-  [[ "$(grep -c 'weightcast-slurm run: rank ' "$work/$name.out")" == 4 ]] ||
-    fail "$name: expected 4 ranks started"
+  [[ "$(grep -c 'weightcast-slurm run: rank ' "$work/$name.out")" == "$ranks" ]] ||
+    fail "$name: expected $ranks ranks started"
   echo "$name: ranks placed as $placement"
 }
 
 submit plain "$plain_port" "COMPLETED 0:0" -t 5 --overcommit -n 4 -w "$node0"
 check_group plain "$last_job" "0:$node0 1:$node0 2:$node0 3:$node0"
 
-submit het "$het_port" "COMPLETED 0:0" -t 5 --overcommit -n 2 -w "$node0" : -t 5 --overcommit -n 2 -w "$node1"
-check_group het "$last_job" "0:$node0 1:$node0 2:$node1 3:$node1"
+submit het "$het_port" "COMPLETED 0:0" -t 5 --overcommit -n 3 -w "$node0" : -t 5 --overcommit -n 2 -w "$node1"
+check_group het "$last_job" "0:$node0 1:$node0 2:$node0 3:$node1 4:$node1" "3 4" 5
+grep -q "(shard 1 of 2): v$versions " "$work/het.out" ||
+  fail "het: the second publisher rank did not publish its shard of v$versions"
 
 # A rank that fails ends the job at once: a config one subscriber short for 4 tasks, so task 3
 # is refused by the wrapper; the job must fail well before WEIGHTCAST_WAIT_S.
