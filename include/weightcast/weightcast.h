@@ -6,6 +6,7 @@
 #include "weightcast/deadline.h"
 #include "weightcast/journal.h"
 #include "weightcast/publisher.h"
+#include "weightcast/shard_publisher.h"
 #include "weightcast/status.h"
 #include "weightcast/step.h"
 #include "weightcast/subscriber.h"

@@ -25,6 +25,8 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include <weightcast/weightcast.h>
 
@@ -87,11 +89,40 @@ using AnyArray = nb::ndarray<>;
 api::TensorRef tensor_ref(const std::string& name, const AnyArray& array,
                           const std::optional<std::string>& dtype);
 
-// weightcast's name of `dtype` ("bfloat16", ...).
+// weightcast's name of `dtype` ("bfloat16", ...), and the dtype of such a name (nullopt for
+// another name).
 const char* dtype_name(api::DType dtype);
+std::optional<api::DType> dtype_from_name(std::string_view name);
+
+// Python callables an endpoint's threads call. Each call takes the GIL; an exception the
+// callable raises is reported through sys.unraisablehook (the Python wrappers catch and
+// record their own before it gets here). Nothing is called once the interpreter finalizes.
+struct Callbacks {
+  nb::object log;
+  nb::object events;  // events(kind: str, version: int), kind "before_apply" / "after_apply"
+
+  template <typename... Args>
+  static void call(const nb::object& fn, const char* what, Args&&... args) {
+    if (!fn.is_valid() || fn.is_none() || !nb::is_alive()) return;
+    nb::gil_scoped_acquire gil;
+    try {
+      fn(std::forward<Args>(args)...);
+    } catch (nb::python_error& e) {
+      e.discard_as_unraisable(what);
+    }
+  }
+};
+
+// The endpoint's log callback calling cb->log (none when it is None).
+inline api::LogCallback log_callback(Callbacks* cb) {
+  if (cb->log.is_none()) return {};
+  return
+      [cb](const std::string& line) { Callbacks::call(cb->log, "weightcast log callback", line); };
+}
 
 // Module sections, each defined in its own translation unit.
-void bind_endpoints(nb::module_& m);  // endpoints.cc
-void bind_artifacts(nb::module_& m);  // artifacts.cc: Journal, adapters
+void bind_endpoints(nb::module_& m);        // endpoints.cc
+void bind_artifacts(nb::module_& m);        // artifacts.cc: Journal, adapters
+void bind_shard_publisher(nb::module_& m);  // shard_endpoint.cc
 
 }  // namespace weightcast::python

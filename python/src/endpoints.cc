@@ -14,31 +14,6 @@
 namespace weightcast::python {
 namespace {
 
-// Python callables an endpoint's threads call. Each call takes the GIL; an exception the
-// callable raises is reported through sys.unraisablehook (the Python wrappers catch and
-// record their own before it gets here). Nothing is called once the interpreter finalizes.
-struct Callbacks {
-  nb::object log;
-  nb::object events;  // events(kind: str, version: int), kind "before_apply" / "after_apply"
-
-  template <typename... Args>
-  static void call(const nb::object& fn, const char* what, Args&&... args) {
-    if (!fn.is_valid() || fn.is_none() || !nb::is_alive()) return;
-    nb::gil_scoped_acquire gil;
-    try {
-      fn(std::forward<Args>(args)...);
-    } catch (nb::python_error& e) {
-      e.discard_as_unraisable(what);
-    }
-  }
-};
-
-api::LogCallback log_callback(Callbacks* cb) {
-  if (cb->log.is_none()) return {};
-  return
-      [cb](const std::string& line) { Callbacks::call(cb->log, "weightcast log callback", line); };
-}
-
 nb::dict report_dict(const api::PublishReport& r) {
   nb::dict d;
   d["version"] = r.version;

@@ -79,14 +79,14 @@ std::optional<api::DType> dtype_from_dlpack(nb::dlpack::dtype dt) {
   }
 }
 
+}  // namespace
+
 std::optional<api::DType> dtype_from_name(std::string_view name) {
   for (const auto& d : kDTypes) {
     if (name == d.name) return d.dtype;
   }
   return std::nullopt;
 }
-
-}  // namespace
 
 void check(const api::Status& status) {
   if (!status.ok()) throw StatusError(status);
@@ -195,4 +195,5 @@ NB_MODULE(_core, m) {
       "How weightcast sees `array` (dtype, shape, strides in elements, address, memory)");
   wp::bind_endpoints(m);
   wp::bind_artifacts(m);
+  wp::bind_shard_publisher(m);
 }

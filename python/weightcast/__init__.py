@@ -1,6 +1,7 @@
 """weightcast: an RL trainer's new weights to every inference engine after each optimizer step.
 
-``Publisher`` (the trainer) and ``Subscriber`` (an engine) over the C++ endpoints
+``Publisher`` (the trainer), ``ShardPublisher`` (one rank of a sharded trainer) and
+``Subscriber`` (an engine) over the C++ endpoints
 (include/weightcast/); torch tensors and NumPy arrays cross by DLPack, never copied.
 Submodules: ``weightcast.group`` (a rank group on this machine), ``weightcast.torch``
 (``hook_optimizer``), ``weightcast.vllm`` (a worker extension in vLLM's shape),
@@ -11,6 +12,7 @@ from weightcast import _core
 from weightcast.errors import *  # noqa: F401,F403: the exception hierarchy is the API
 from weightcast.errors import __all__ as _errors
 from weightcast.publisher import PublishHandle, Publisher, Step
+from weightcast.shard_publisher import ShardPublisher
 from weightcast.subscriber import Subscriber
 
 __version__ = _core.version().split(" ")[0]
@@ -24,4 +26,4 @@ def describe(tensor, name="tensor"):
     return _core.describe(name, array, dtype)
 
 
-__all__ = ["Publisher", "PublishHandle", "Step", "Subscriber", "describe", *_errors]
+__all__ = ["Publisher", "PublishHandle", "ShardPublisher", "Step", "Subscriber", "describe", *_errors]

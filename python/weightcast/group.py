@@ -4,8 +4,9 @@
         pub = weightcast.Publisher(g.config, g.publisher_rank)
         sub = weightcast.Subscriber(g.config, g.subscriber_rank(0))
 
-Rank 0 is the coordinator (a ``weightcastd`` process), rank 1 the publisher, ranks 2.. the
-subscribers; the journal is ``<work_dir>/journal``. For tests, examples and single-host
+Rank 0 is the coordinator (a ``weightcastd`` process), ranks 1..``publishers`` the publishers
+(several: each a ``weightcast.ShardPublisher`` of its shard), then the subscribers; the journal is
+``<work_dir>/journal``. For tests, examples and single-host
 experiments; a real group writes its config by hand (docs/CONFIG.md).
 """
 
@@ -54,14 +55,16 @@ class LocalGroup:
     ``layouts``: engine layouts (the config's ``layouts``), ``{name: {"parts": n, "rules":
     [{"match": regex, "dim": d} or {"match": regex, "whole": True}, ...]}}``; and
     ``subscriber_layouts``: for subscriber i, ``(layout, part, replica)`` or None.
+    ``publishers``: publisher ranks (above 1: a sharded trainer, one ``ShardPublisher`` each).
     """
 
     def __init__(self, work_dir, subscribers=1, *, transports=("fs",), anchor_every=5,
                  max_in_flight=2, timeouts=None, group_id="python-local", weightcastd=None,
-                 snapshot=None, fp8=None, layouts=None, subscriber_layouts=None):
+                 snapshot=None, fp8=None, layouts=None, subscriber_layouts=None, publishers=1):
         os.makedirs(work_dir, exist_ok=True)
         self.work_dir = os.fspath(work_dir)
         self.subscribers = subscribers
+        self.publishers = publishers
         self.config = os.path.join(self.work_dir, "group.yaml")
         self.journal = os.path.join(self.work_dir, "journal")
         self._listener = listen_on_loopback()
@@ -90,8 +93,8 @@ class LocalGroup:
             "timeouts: {" + ", ".join(f"{k}: {v}" for k, v in t.items()) + "}",
             "ranks:",
             "  - {rank: 0, role: coordinator}",
-            "  - {rank: 1, role: publisher}",
         ]
+        lines += [f"  - {{rank: {1 + k}, role: publisher}}" for k in range(publishers)]
         placed = list(subscriber_layouts or [])
         for i in range(subscribers):
             where = placed[i] if i < len(placed) else None
@@ -99,7 +102,7 @@ class LocalGroup:
             if where is not None:
                 extra = (f", layout: {json.dumps(where[0])}, part: {int(where[1])}, "
                          f"replica: {json.dumps(where[2])}")
-            lines.append(f"  - {{rank: {2 + i}, role: subscriber{extra}}}")
+            lines.append(f"  - {{rank: {self.subscriber_rank(i)}, role: subscriber{extra}}}")
         with open(self.config, "w") as f:
             f.write("\n".join(lines) + "\n")
         self._log = open(os.path.join(self.work_dir, "coordinator.log"), "wb")
@@ -111,8 +114,12 @@ class LocalGroup:
 
     publisher_rank = 1
 
+    @property
+    def publisher_ranks(self):
+        return [1 + k for k in range(self.publishers)]
+
     def subscriber_rank(self, i):
-        return 2 + i
+        return 1 + self.publishers + i
 
     def coordinator_log(self):
         with open(os.path.join(self.work_dir, "coordinator.log"), errors="replace") as f:

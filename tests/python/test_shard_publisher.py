@@ -1,0 +1,125 @@
+"""A model published by two publisher ranks through the Python package (weightcast.ShardPublisher),
+each from its flat share of the model, ranges starting and ending mid-tensor, to a tensor-parallel
+replica of two engine ranks and an engine holding every tensor whole: after every version each
+engine holds the trainer's tensors (or its blocks of them) bit for bit, though no rank held the
+whole model. A publisher rank that is not a publisher, a range outside its tensor and an unknown
+dtype are refused by name."""
+
+import threading
+
+import pytest
+import torch
+
+import weightcast
+from conftest import WAIT
+
+LAYOUTS = {"tp2": {"parts": 2, "rules": [
+    {"match": r".*\.q_proj\.weight", "dim": 0},
+    {"match": r".*\.o_proj\.weight", "dim": 1},
+]}}
+PLACED = [("tp2", 0, "e0"), ("tp2", 1, "e0")]
+
+
+def _model(gen):
+    return {
+        "l.0.q_proj.weight": torch.randn(6, 10, generator=gen).to(torch.bfloat16),
+        "l.0.o_proj.weight": torch.randn(10, 7, generator=gen).to(torch.bfloat16),
+        "l.0.norm.weight": torch.randn(10, generator=gen).to(torch.bfloat16),
+    }
+
+
+def _flat_shards(model, shards):
+    """[(name, first, count)] per shard: even shares of the model's elements in flat order."""
+    total = sum(t.numel() for t in model.values())
+    out = []
+    for k in range(shards):
+        lo, hi = total * k // shards, total * (k + 1) // shards
+        mine, start = [], 0
+        for name, t in model.items():
+            a, b = max(lo, start), min(hi, start + t.numel())
+            if a < b:
+                mine.append((name, a - start, b - a))
+            start += t.numel()
+        out.append(mine)
+    return out
+
+
+def test_two_publisher_ranks_publish_one_model_to_two_layouts(make_group, endpoints):
+    g = make_group(subscribers=3, publishers=2, layouts=LAYOUTS, subscriber_layouts=PLACED)
+    gen = torch.Generator().manual_seed(5)
+    src = _model(gen)
+    spec = {k: (v.dtype, v.shape) for k, v in src.items()}
+    shards = _flat_shards(src, 2)
+    assert any(len(s) > 1 for s in shards), "a shard should cross a tensor boundary"
+    # Each rank holds only its own elements, as a flat FSDP shard.
+    held = [[(name, first, src[name].view(-1)[first:first + n].clone()) for name, first, n in s]
+            for s in shards]
+    pubs = []
+    for k in range(2):
+        p = weightcast.ShardPublisher(g.config, g.publisher_ranks[k], spec, held[k], threads=1,
+                                      parts_wait=20)
+        endpoints.append(p)
+        pubs.append(p)
+    assert [p.shard for p in pubs] == [0, 1] and pubs[0].lead and not pubs[1].lead
+    engines = []
+    for i in range(2):
+        sub = weightcast.Subscriber(g.config, g.subscriber_rank(i), threads=1)
+        endpoints.append(sub)
+        blocks = {}
+        for k, v in src.items():
+            block = sub.slice_of(k, v.shape)
+            blocks[k] = (block, torch.zeros_like(v[block]).contiguous())
+            sub.register_slice(k, blocks[k][1], v.shape)
+        sub.connect()
+        engines.append((sub, blocks))
+    whole = weightcast.Subscriber(g.config, g.subscriber_rank(2), threads=1)
+    endpoints.append(whole)
+    mirror = {k: torch.zeros_like(v) for k, v in src.items()}
+    for k, v in mirror.items():
+        whole.register(k, v)
+    whole.connect()
+    engines.append((whole, {k: ((slice(None),) * v.dim(), v) for k, v in mirror.items()}))
+
+    for version in range(0, 5):
+        if version > 0:
+            for v in src.values():
+                flat = v.view(-1)
+                flat[torch.randint(0, flat.numel(), (4,), generator=gen)] += 1
+        for k in range(2):  # the trainer ranks' shards follow their own optimizer step
+            for name, first, t in held[k]:
+                t.copy_(src[name].view(-1)[first:first + t.numel()])
+        reports = [None, None]
+        errors = []
+
+        def run(k):
+            try:
+                reports[k] = pubs[k].publish(version)
+            except weightcast.Error as e:  # noqa: PERF203: reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(WAIT)
+        assert not errors, errors
+        assert reports[0]["committed_here"] and not reports[1]["committed_here"]
+        assert reports[0]["anchor"] == (version % 5 == 0)
+        pubs[1].wait_committed(version, WAIT)
+        for sub, blocks in engines:
+            sub.wait_for_version(version, WAIT)
+            for name, (block, t) in blocks.items():
+                assert torch.equal(t.view(torch.int16), src[name][block].view(torch.int16)), \
+                    f"rank {sub} tensor {name} at v{version}"
+
+
+def test_bad_shard_registrations_are_refused_by_name(make_group, endpoints):
+    g = make_group(subscribers=1, publishers=2)
+    t = torch.zeros(8, dtype=torch.bfloat16)
+    spec = {"w": (torch.bfloat16, (4, 4))}
+    with pytest.raises(weightcast.InvalidArgumentError, match="not a publisher rank"):
+        weightcast.ShardPublisher(g.config, g.subscriber_rank(0), spec, [("w", 0, t)])
+    with pytest.raises(weightcast.InvalidArgumentError, match=r"'w' elements \[12, 20\)"):
+        weightcast.ShardPublisher(g.config, 2, spec, [("w", 12, t)])
+    with pytest.raises(weightcast.InvalidArgumentError, match="'bfloat17' is not a dtype"):
+        weightcast.ShardPublisher(g.config, 2, {"w": ("bfloat17", (4, 4))}, [("w", 0, t)])
