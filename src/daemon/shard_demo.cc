@@ -147,7 +147,10 @@ Status run_shard_publisher_rank(const proto::GroupConfig& config, const DaemonOp
     if (!s.ok() && !stopping(options)) return s;
     if (s.ok()) say(options, me + ": v" + std::to_string(*published) + " committed");
   }
-  while (options.stay && !stopping(options)) std::this_thread::sleep_for(milliseconds(100));
+  // A bench run (demo.figures_path) reads every rank's VmHWM at its end (examples/group_demo.cc):
+  // only the lead's peak travels in an offer, so every rank stays until it is stopped.
+  const bool stay = options.stay || !demo.figures_path().empty();
+  while (stay && !stopping(options)) std::this_thread::sleep_for(milliseconds(100));
   publisher->stop(stopping(options) ? "SIGTERM" : "done");
   return ok_status();
 }

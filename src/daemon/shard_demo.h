@@ -4,7 +4,9 @@
 // share of its elements in flat order (ranges that start and end mid-tensor), and publishes
 // only those; no rank gathers the model. A failed version is logged and the rank goes on with
 // the next (the lead's next version is then an anchor). A rank that restarts joins the version
-// the lead is on (rank_plan.h newest_rank_plan), else the one after the journal's head.
+// the lead is on (rank_plan.h newest_rank_plan), else the one after the journal's head. With
+// demo.figures_path (a bench run) every rank stays after the last version until it is stopped,
+// so that the bench reads its peak RSS (only the lead's travels in an offer).
 #pragma once
 
 #include <cstdint>

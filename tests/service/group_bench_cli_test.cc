@@ -127,6 +127,47 @@ TEST(GroupBenchCli, TensorParallelSubscribersHoldAboutHalfTheModel) {
   EXPECT_EQ(odd.exit_code, 2) << odd.output;
 }
 
+// Several publisher ranks: the single-publisher run is added, each publisher rank reports its
+// own shard (about a quarter of the model), both runs commit every version after the first to
+// both layouts, and the delta versions both count (large enough a model that the engines are
+// connected by then) are compared.
+TEST(GroupBenchCli, PublisherRanksRunIsComparedWithTheSinglePublisher) {
+  const std::string dir = work_dir("ranks");
+  auto r = run_cli(
+      "bench group --parameters 30000000 --versions 6 --transports fs --subscribers 3 "
+      "--tensor-parallel 2 --whole-subscribers 1 --publisher-mode ranks --publisher-ranks 4 "
+      "--no-codec-reference --json --work-dir " +
+      dir);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = parse_json(r.output);
+  ASSERT_TRUE(j.is_object()) << r.output;
+  EXPECT_EQ(j["publisher_modes"], nlohmann::json({"snapshot", "ranks"}));
+  const nlohmann::json& single = j["runs"][0];
+  const nlohmann::json& ranks = j["runs"][1];
+  EXPECT_EQ(ranks["label"], "fs-ranks");
+  uint64_t model = 0;
+  for (const auto& rank : single["ranks"]) {
+    if (rank["role"] == "publisher") model = rank["own_bytes"].get<uint64_t>();
+  }
+  int publishers = 0;
+  for (const auto& rank : ranks["ranks"]) {
+    if (rank["role"] != "publisher") continue;
+    ++publishers;
+    EXPECT_EQ(rank["peak_rss_source"], "vm_hwm") << rank.dump();
+    ASSERT_TRUE(rank["own_bytes"].is_number()) << rank.dump();
+    EXPECT_LT(rank["own_bytes"].get<uint64_t>(), model * 3 / 10) << rank.dump();
+  }
+  EXPECT_EQ(publishers, 4);
+  const nlohmann::json& sharded = ranks["sharded"];
+  EXPECT_EQ(sharded["compared_with"], "fs");
+  EXPECT_EQ(sharded["publishers"], 4);
+  ASSERT_FALSE(sharded["delta_versions"].empty()) << sharded.dump();
+  EXPECT_GT(sharded["delta_ratio"].get<double>(), 0) << sharded.dump();
+  for (const auto& v : ranks["versions"]) {
+    if (v["version"].get<uint64_t>() > 0) EXPECT_TRUE(v["acked_by_all"].get<bool>()) << v.dump();
+  }
+}
+
 TEST(GroupBenchCli, HookedRunPublishesTheSnapshotRunsRecords) {
   const std::string dir = work_dir("hooked");
   auto r = run_cli(

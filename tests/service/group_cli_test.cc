@@ -94,6 +94,34 @@ TEST_F(GroupCli, InitWithTensorParallelPlacesTheSubscribersInReplicas) {
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/h/group.yaml"));
 }
 
+TEST_F(GroupCli, InitWithWholeSubscribersAndSeveralPublishers) {
+  auto init =
+      run_cli("group init --dir " + dir_ +
+              "/g --publishers 4 --subscribers 3 --tensor-parallel 2 --whole-subscribers 1");
+  ASSERT_EQ(init.exit_code, 0) << init.output;
+  const std::string config = read(dir_ + "/g/group.yaml");
+  EXPECT_NE(config.find("{rank: 4, role: publisher, host: 127.0.0.1"), std::string::npos) << config;
+  EXPECT_NE(config.find("rank: 6, role: subscriber, host: 127.0.0.1, layout: tp2, part: 1, "
+                        "replica: engine0"),
+            std::string::npos)
+      << config;
+  // The last subscriber holds whole tensors: no layout on its line.
+  const size_t last = config.find("{rank: 7, role: subscriber, host: 127.0.0.1");
+  ASSERT_NE(last, std::string::npos) << config;
+  EXPECT_EQ(config.substr(last, config.find('\n', last) - last).find("layout"), std::string::npos)
+      << config;
+  auto more = run_cli("group init --dir " + dir_ +
+                      "/h --subscribers 2 --tensor-parallel 2 --whole-subscribers 3");
+  EXPECT_EQ(more.exit_code, 2) << more.output;
+  EXPECT_NE(more.output.find("3 whole-tensor subscribers of only 2 subscribers"), std::string::npos)
+      << more.output;
+  auto odd = run_cli("group init --dir " + dir_ +
+                     "/h --subscribers 4 --tensor-parallel 2 --whole-subscribers 1");
+  EXPECT_EQ(odd.exit_code, 2) << odd.output;
+  EXPECT_NE(odd.output.find("3 subscribers are not whole replicas"), std::string::npos)
+      << odd.output;
+}
+
 TEST_F(GroupCli, KeysWritesAPairOnceAndRefusesToReplaceIt) {
   const std::string path = dir_ + "/k.key";
   auto keys = run_cli("keys --out " + path);
