@@ -187,6 +187,29 @@ TEST(ShardProcess, APublisherRankKilledMidVersionLeavesItUncommittedAndTheGroupG
   engine->stop();
 }
 
+TEST(ShardProcess, ThePublisherRanksInRankOrderAreTheShards) {
+  GroupSpec spec;
+  spec.publishers = 3;
+  spec.subscribers = 1;
+  TestGroup g(spec);
+  for (uint32_t r = 1; r <= 3; ++r) {
+    auto place = shard_place(g.config(), r);
+    ASSERT_TRUE(place.ok()) << place.status().message();
+    EXPECT_EQ(place->shard, r - 1);
+    EXPECT_EQ(place->shards, 3u);
+  }
+  auto subscriber = shard_place(g.config(), 4);
+  EXPECT_NE(subscriber.status().message().find("rank 4 is not a publisher rank"), std::string::npos)
+      << subscriber.status().message();
+  proto::GroupConfig fp8 = g.config();
+  fp8.mutable_fp8()->set_enabled(true);
+  auto refused = shard_place(fp8, 2);
+  EXPECT_NE(refused.status().message().find("an FP8 group (fp8.enabled) is published by one "
+                                            "publisher rank; the config lists 3"),
+            std::string::npos)
+      << refused.status().message();
+}
+
 TEST(ShardProcess, EvenShardsTileTheModelAndCrossTensorBoundaries) {
   const std::vector<uint64_t> numels = {10, 3, 7};
   uint64_t covered = 0;

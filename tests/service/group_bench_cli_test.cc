@@ -3,7 +3,10 @@
 // reference regenerating the very deltas the group published, and an exit status that depends
 // on the targets only with --check.
 #include <gtest/gtest.h>
+
 #include <unistd.h>
+#include <algorithm>
+#include <map>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -161,11 +164,31 @@ TEST(GroupBenchCli, PublisherRanksRunIsComparedWithTheSinglePublisher) {
   const nlohmann::json& sharded = ranks["sharded"];
   EXPECT_EQ(sharded["compared_with"], "fs");
   EXPECT_EQ(sharded["publishers"], 4);
-  ASSERT_FALSE(sharded["delta_versions"].empty()) << sharded.dump();
-  EXPECT_GT(sharded["delta_ratio"].get<double>(), 0) << sharded.dump();
-  for (const auto& v : ranks["versions"]) {
-    if (v["version"].get<uint64_t>() > 0) EXPECT_TRUE(v["acked_by_all"].get<bool>()) << v.dump();
+  // The compared versions are the deltas both runs counted (on a loaded machine the engines may
+  // join late, and fewer count); the ratio is the median of their per-version ratios.
+  std::map<uint64_t, double> one, four;
+  for (const auto& [run, ms] : {std::pair{&single, &one}, std::pair{&ranks, &four}}) {
+    for (const auto& v : (*run)["versions"]) {
+      if (v["kind"] == "delta" && v["counted"].get<bool>()) {
+        (*ms)[v["version"].get<uint64_t>()] = v["publish_to_all_acked_ms"].get<double>();
+      }
+    }
   }
+  std::vector<double> ratios;
+  for (const auto& [version, ms] : four) {
+    if (one.count(version)) ratios.push_back(ms / one[version]);
+  }
+  ASSERT_EQ(sharded["delta_versions"].size(), ratios.size()) << sharded.dump();
+  if (ratios.empty()) {
+    EXPECT_TRUE(sharded["delta_ratio"].is_null()) << sharded.dump();
+  } else {
+    std::sort(ratios.begin(), ratios.end());
+    const size_t n = ratios.size();
+    const double median = n % 2 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
+    EXPECT_NEAR(sharded["delta_ratio"].get<double>(), median, 1e-9) << sharded.dump();
+  }
+  // Every engine of both layouts acked the last version.
+  EXPECT_TRUE(ranks["versions"].back()["acked_by_all"].get<bool>()) << ranks["versions"].dump();
 }
 
 TEST(GroupBenchCli, HookedRunPublishesTheSnapshotRunsRecords) {
