@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "src/endpoint/group_journal.h"
-#include "src/control/wait_reporter.h"
 #include "transport/tensor_staging.h"
 
 namespace weightcast {
@@ -42,6 +41,8 @@ Publisher::Publisher(proto::GroupConfig config, PublisherOptions options)
   if (options_.credit_timeout.count() == 0) {
     options_.credit_timeout = std::chrono::milliseconds(2 * config_.timeouts().ack_timeout_ms());
   }
+  credit_ = std::make_unique<GroupCredit>(config_.max_in_flight(), config_.coordinator_endpoint(),
+                                          options_.log);
 }
 
 Result<std::unique_ptr<Publisher>> Publisher::start(const proto::GroupConfig& config,
@@ -163,69 +164,22 @@ std::optional<uint64_t> Publisher::head() const {
 }
 
 std::optional<uint64_t> Publisher::committed() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return committed_;
+  return credit_->committed();
 }
 
 Status Publisher::wait_committed(uint64_t version, EndpointDeadline deadline) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  const bool reached = cv_.wait_until(lock, deadline, [&] {
-    return (committed_ && *committed_ >= version) || link_->fatal_error();
-  });
-  if (auto fatal = link_->fatal_error()) return failed_precondition(*fatal);
-  if (!reached) {
-    return deadline_exceeded("version " + std::to_string(version) +
-                             " not committed before the deadline (committed: " +
-                             (committed_ ? std::to_string(*committed_) : "none") + ")");
-  }
-  return ok_status();
+  return credit_->wait_committed(version, deadline, [this] { return link_->fatal_error(); });
 }
 
 void Publisher::on_message(const proto::Envelope& m) {
   for (const auto& path : live_) {
     if (path->on_control_message(m)) return;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  // A Welcome carries the committed version: a publisher (re)joining after a commit was
-  // announced must not wait for it forever.
-  uint64_t committed = 0;
-  if (m.has_commit()) {
-    committed = m.commit().version();
-  } else if (m.has_welcome() && m.welcome().has_committed()) {
-    committed = m.welcome().committed_version();
-  } else {
-    return;
-  }
-  if (!committed_ || committed > *committed_) committed_ = committed;
-  uncommitted_.erase(uncommitted_.begin(), uncommitted_.upper_bound(committed));
-  cv_.notify_all();
+  credit_->on_message(m);
 }
 
 Status Publisher::wait_for_credit(uint64_t version) {
-  std::unique_lock<std::mutex> lock(mu_);
-  const uint32_t limit = std::max<uint32_t>(1, config_.max_in_flight());
-  const auto deadline = std::chrono::steady_clock::now() + options_.credit_timeout;
-  WaitReporter waiting(options_.log);
-  while (uncommitted_.size() >= limit && !stopping_) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return deadline_exceeded("version " + std::to_string(version) + ": " +
-                               std::to_string(uncommitted_.size()) +
-                               " published versions still uncommitted after " +
-                               std::to_string(options_.credit_timeout.count()) +
-                               " ms (max_in_flight " + std::to_string(limit) + ")");
-    }
-    cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() +
-                                                std::chrono::milliseconds(500)));
-    waiting.report("publisher: version " + std::to_string(version) + " waits for " +
-                   std::to_string(uncommitted_.size()) +
-                   " published versions to be committed (max_in_flight " + std::to_string(limit) +
-                   "; is the coordinator at " + config_.coordinator_endpoint() + " reachable?)");
-  }
-  if (stopping_) {
-    return failed_precondition("publisher stopping: version " + std::to_string(version) +
-                               " was not published");
-  }
-  return ok_status();
+  return credit_->wait_for_credit(version, options_.credit_timeout);
 }
 
 void Publisher::run_queued(const std::shared_ptr<PublishJob>& job) {
@@ -249,9 +203,10 @@ void Publisher::run_queued(const std::shared_ptr<PublishJob>& job) {
 void Publisher::stop(const std::string& reason) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;  // queued jobs fail fast (wait_for_credit), so the executor stops soon
+    stopping_ = true;
     cv_.notify_all();
   }
+  credit_->stop();  // queued jobs fail fast (wait_for_credit), so the executor stops soon
   if (executor_) executor_->stop();  // each queued job still ends, and its handle with it
   if (link_) link_->stop(reason);
 }

@@ -43,6 +43,7 @@
 #include "codec/base/thread_pool.h"
 #include "codec/fp8_selection.h"
 #include "codec/tensor_ref.h"
+#include "src/endpoint/group_credit.h"
 #include "src/endpoint/live_path.h"
 #include "src/endpoint/publish_step.h"
 #include "src/endpoint/rank_link.h"
@@ -208,6 +209,7 @@ class Publisher {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<JournalWriter> writer_;
   std::unique_ptr<RankLink> link_;
+  std::unique_ptr<GroupCredit> credit_;  // made by the constructor
   // After link_: a path's messages go out on the link. Set once in start().
   std::vector<std::unique_ptr<LivePathServer>> live_;
 
@@ -247,8 +249,6 @@ class Publisher {
   mutable std::condition_variable cv_;
   // The jobs queued on executor_ and not yet ended, in order (the front one is running).
   std::deque<std::shared_ptr<PublishJob>> queue_;
-  std::set<uint64_t> uncommitted_;
-  std::optional<uint64_t> committed_;
   std::optional<uint64_t> head_;
   uint64_t head_anchor_ = 0;  // the journal's latest anchor version (with head_)
   uint64_t last_queued_ = 0;

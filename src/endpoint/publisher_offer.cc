@@ -57,8 +57,8 @@ Status Publisher::offer_version(PublishJob& job, PublishReport report,
     std::lock_guard<std::mutex> lock(mu_);
     head_ = job.version;
     if (report.anchor) head_anchor_ = job.version;
-    uncommitted_.insert(job.version);
   }
+  credit_->offered(job.version);
   if (options_.before_offer) options_.before_offer(job.version);
   link_->send(std::move(e));
   job.report = std::move(report);

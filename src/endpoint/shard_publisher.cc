@@ -5,7 +5,6 @@
 
 #include "codec/base/allocation.h"
 #include "codec/dtype.h"
-#include "src/control/wait_reporter.h"
 #include "src/endpoint/group_journal.h"
 
 namespace weightcast {
@@ -48,6 +47,8 @@ ShardPublisher::ShardPublisher(proto::GroupConfig config, ShardPublisherOptions 
   const auto ack = std::chrono::milliseconds(config_.timeouts().ack_timeout_ms());
   if (options_.parts_wait.count() == 0) options_.parts_wait = ack;
   if (options_.credit_timeout.count() == 0) options_.credit_timeout = 2 * ack;
+  credit_ = std::make_unique<GroupCredit>(config_.max_in_flight(), config_.coordinator_endpoint(),
+                                          options_.log);
 }
 
 Result<std::unique_ptr<ShardPublisher>> ShardPublisher::start(
@@ -81,7 +82,7 @@ Result<std::unique_ptr<ShardPublisher>> ShardPublisher::start(
   link.log = p->options_.log;
   ASSIGN_OR_RETURN(p->link_, RankLink::start(
                                  config, link,
-                                 [self](const proto::Envelope& m) { self->on_message(m); },
+                                 [self](const proto::Envelope& m) { self->credit_->on_message(m); },
                                  [self] {
                                    std::lock_guard<std::mutex> lock(self->mu_);
                                    return self->published_;
@@ -101,7 +102,9 @@ Result<RankPublishReport> ShardPublisher::publish(uint64_t version, bool force_a
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return failed_precondition(who + " is stopping");
   }
-  if (lead()) RETURN_IF_ERROR(wait_for_credit(version).with_context(who));
+  if (lead()) {
+    RETURN_IF_ERROR(credit_->wait_for_credit(version, options_.credit_timeout).with_context(who));
+  }
   const auto started = std::chrono::steady_clock::now();
   const uint64_t started_unix = unix_us_now();
   auto report = publisher_->publish(version, force_anchor);
@@ -142,78 +145,25 @@ void ShardPublisher::offer(const RankPublishReport& report,
   offer.set_publish_us(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                                  std::chrono::steady_clock::now() - started)
                                                  .count()));
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    uncommitted_.insert(report.version);
-  }
+  credit_->offered(report.version);
   link_->send(std::move(e));
 }
 
-Status ShardPublisher::wait_for_credit(uint64_t version) {
-  std::unique_lock<std::mutex> lock(mu_);
-  const uint32_t limit = std::max<uint32_t>(1, config_.max_in_flight());
-  const auto deadline = std::chrono::steady_clock::now() + options_.credit_timeout;
-  WaitReporter waiting(options_.log);
-  while (uncommitted_.size() >= limit && !stopping_) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return deadline_exceeded("version " + std::to_string(version) + ": " +
-                               std::to_string(uncommitted_.size()) +
-                               " offered versions still uncommitted after " +
-                               std::to_string(options_.credit_timeout.count()) +
-                               " ms (max_in_flight " + std::to_string(limit) + ")");
-    }
-    cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() +
-                                                std::chrono::milliseconds(500)));
-    waiting.report("publisher: version " + std::to_string(version) + " waits for " +
-                   std::to_string(uncommitted_.size()) +
-                   " offered versions to be committed (max_in_flight " + std::to_string(limit) +
-                   "; is the coordinator at " + config_.coordinator_endpoint() + " reachable?)");
-  }
-  if (stopping_) return failed_precondition("version " + std::to_string(version) + ": stopping");
-  return ok_status();
-}
-
-void ShardPublisher::on_message(const proto::Envelope& m) {
-  std::lock_guard<std::mutex> lock(mu_);
-  uint64_t committed = 0;
-  if (m.has_commit()) {
-    committed = m.commit().version();
-  } else if (m.has_welcome() && m.welcome().has_committed()) {
-    committed = m.welcome().committed_version();
-  } else {
-    return;
-  }
-  if (!committed_ || committed > *committed_) committed_ = committed;
-  uncommitted_.erase(uncommitted_.begin(), uncommitted_.upper_bound(committed));
-  cv_.notify_all();
-}
-
 std::optional<uint64_t> ShardPublisher::committed() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return committed_;
+  return credit_->committed();
 }
 
 Status ShardPublisher::wait_committed(uint64_t version,
                                       std::chrono::steady_clock::time_point deadline) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  const bool reached = cv_.wait_until(lock, deadline, [&] {
-    return (committed_ && *committed_ >= version) || link_->fatal_error();
-  });
-  if (auto fatal = link_->fatal_error()) return failed_precondition(*fatal);
-  if (!reached) {
-    return deadline_exceeded("version " + std::to_string(version) +
-                             " not committed before the deadline (committed: " +
-                             (committed_ ? std::to_string(*committed_) : "none") + ")");
-  }
-  return ok_status();
+  return credit_->wait_committed(version, deadline, [this] { return link_->fatal_error(); });
 }
 
 void ShardPublisher::stop(const std::string& reason) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
-    cv_.notify_all();
   }
+  credit_->stop();
   if (link_) link_->stop(reason);
 }
 

@@ -7,8 +7,9 @@
 // Hello as a publisher rank, so the group's status lists it and it learns of commits.
 //
 //   ShardPublisherOptions o;  o.rank = my_group_rank;
-//   auto p = ShardPublisher::start(config, o, model_specs, my_ranges);   // transport/fs/rank_publisher.h
-//   for each step:  optimizer.step();  p->publish(version);              // every shard, same versions
+//   auto p = ShardPublisher::start(config, o, model_specs, my_ranges);   //
+//   transport/fs/rank_publisher.h for each step:  optimizer.step();  p->publish(version); // every
+//   shard, same versions
 //
 // publish() returns once this shard's part is durable (the lead: once the version is committed
 // to the journal and offered). The lead first waits until fewer than max_in_flight offered
@@ -19,18 +20,17 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "codec/base/status.h"
 #include "codec/base/thread_pool.h"
 #include "src/control/zmq_channel.h"
+#include "src/endpoint/group_credit.h"
 #include "src/endpoint/rank_link.h"
 #include "transport/fs/rank_publisher.h"
 #include "weightcast/group_config.pb.h"
@@ -38,7 +38,7 @@
 namespace weightcast {
 
 struct ShardPublisherOptions {
-  uint32_t rank = 0;  // this process's rank in the group config: one of its publisher ranks
+  uint32_t rank = 0;   // this process's rank in the group config: one of its publisher ranks
   size_t threads = 0;  // encode threads (0: hardware concurrency)
   ControlLog log;
   // How long the lead waits for the other shards' parts, and they for its plan (0: the
@@ -85,10 +85,8 @@ class ShardPublisher {
 
  private:
   ShardPublisher(proto::GroupConfig config, ShardPublisherOptions options, ShardPlace place);
-  Status wait_for_credit(uint64_t version);
   void offer(const RankPublishReport& report, std::chrono::steady_clock::time_point started,
              uint64_t started_unix);
-  void on_message(const proto::Envelope& message);
 
   proto::GroupConfig config_;
   ShardPublisherOptions options_;
@@ -98,10 +96,8 @@ class ShardPublisher {
   std::unique_ptr<RankPublisher> publisher_;
   std::unique_ptr<RankLink> link_;
 
+  std::unique_ptr<GroupCredit> credit_;  // made by the constructor; the lead's offers hold credit
   mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
-  std::set<uint64_t> uncommitted_;  // the lead's offered versions not yet committed
-  std::optional<uint64_t> committed_;
   std::optional<uint64_t> published_;  // this shard's last durable part
   bool stopping_ = false;
 };
