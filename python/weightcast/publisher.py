@@ -80,7 +80,7 @@ class Step:
         return False
 
 
-class Publisher:
+class Publisher(_lifetime.Closing):
     """Loads the group config (YAML, docs/CONFIG.md), checks that ``rank`` is a publisher there,
     opens the journal and connects to the coordinator in the background."""
 
@@ -160,10 +160,3 @@ class Publisher:
     def close(self, reason="publisher closed"):
         """Finishes queued publications, leaves the group. Idempotent."""
         self._core.close(reason)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False

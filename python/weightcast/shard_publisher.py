@@ -25,7 +25,7 @@ def _dtype_name(dtype):
     return dtype if isinstance(dtype, str) else str(dtype).replace("torch.", "")
 
 
-class ShardPublisher:
+class ShardPublisher(_lifetime.Closing):
     """Loads the group config, checks that ``rank`` is a publisher rank there and that every range
     lies inside its tensor (refused by name), and connects to the coordinator in the background.
 
@@ -79,10 +79,3 @@ class ShardPublisher:
     def close(self, reason="publisher closed"):
         """Leaves the group. Idempotent."""
         self._core.close(reason)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False

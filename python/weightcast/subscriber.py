@@ -25,7 +25,7 @@ from weightcast._tensors import Registry, array_and_dtype, named_tensors
 from weightcast.errors import CallbackError
 
 
-class Subscriber:
+class Subscriber(_lifetime.Closing):
     """Loads the group config and checks that ``rank`` is a subscriber there; nothing
     connects before ``connect()``."""
 
@@ -161,10 +161,3 @@ class Subscriber:
     def close(self, reason="subscriber closed"):
         """Lets an apply in progress finish, leaves the group, disconnects. Idempotent."""
         self._core.close(reason)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False

@@ -18,14 +18,6 @@ namespace {
 using std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
 
-void say(const DaemonOptions& o, const std::string& line) {
-  if (o.log) o.log(line);
-}
-
-bool stopping(const DaemonOptions& o) {
-  return o.stop_requested && o.stop_requested();
-}
-
 }  // namespace
 
 Status run_coordinator_rank(const proto::GroupConfig& config, const DaemonOptions& options) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "codec/base/status.h"
 #include "src/control/zmq_channel.h"
@@ -20,6 +21,16 @@ struct DaemonOptions {
   ControlLog log;
   std::function<bool()> stop_requested;  // SIGTERM/SIGINT seen
 };
+
+// One line to the daemon's log, when it has one.
+inline void say(const DaemonOptions& o, const std::string& line) {
+  if (o.log) o.log(line);
+}
+
+// Whether SIGTERM/SIGINT was seen.
+inline bool stopping(const DaemonOptions& o) {
+  return o.stop_requested && o.stop_requested();
+}
 
 Status run_coordinator_rank(const proto::GroupConfig& config, const DaemonOptions& options);
 

@@ -16,14 +16,6 @@ namespace {
 using std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
 
-void say(const DaemonOptions& o, const std::string& line) {
-  if (o.log) o.log(line);
-}
-
-bool stopping(const DaemonOptions& o) {
-  return o.stop_requested && o.stop_requested();
-}
-
 // The first version this rank publishes: the lead's current one when it restarted into a
 // running group, else the one after the journal's head, else start_version.
 uint64_t first_version(const proto::GroupConfig& config, const DaemonOptions& options) {
