@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "src/control/curve_keys.h"
@@ -218,6 +219,25 @@ std::string bad_results(const proto::StatusReply& status) {
     }
   }
   return out;
+}
+
+bool stopped(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'T';
+}
+
+bool all_at(const TestGroup& group, uint32_t subscribers, uint64_t version) {
+  auto s = group_status(group.config());
+  if (!s || !s->has_committed() || s->committed_version() < version) return false;
+  for (uint32_t i = 0; i < subscribers; ++i) {
+    const auto* m = member(*s, group.subscriber_rank(i));
+    if (!m || m->state() != "live" || !m->holds_version() || m->held_version() != version) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace weightcast::testing

@@ -131,4 +131,12 @@ std::string bad_results(const proto::StatusReply& status);
 
 std::string weightcastd_path();
 
+// Whether process `pid` is stopped (state T in /proc/PID/stat): it reached its fault point
+// (transport/fault_point.h).
+bool stopped(pid_t pid);
+
+// Every one of the first `subscribers` subscribers of `group` holds `version`, live, and the
+// group committed it.
+bool all_at(const TestGroup& group, uint32_t subscribers, uint64_t version);
+
 }  // namespace weightcast::testing

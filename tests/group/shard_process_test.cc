@@ -40,25 +40,7 @@ const char kLayouts[] = R"(layouts:
       - {match: '.*(embed_tokens|lm_head)\.weight', dim: 0}
 )";
 
-bool stopped(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const size_t paren = text.rfind(')');
-  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'T';
-}
 
-// Every subscriber holds `version`, live, and the group committed it.
-bool all_at(const TestGroup& g, uint32_t subscribers, uint64_t version) {
-  auto s = group_status(g.config());
-  if (!s || !s->has_committed() || s->committed_version() < version) return false;
-  for (uint32_t i = 0; i < subscribers; ++i) {
-    const auto* m = member(*s, g.subscriber_rank(i));
-    if (!m || m->state() != "live" || !m->holds_version() || m->held_version() != version) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // An engine holding every tensor whole, checking each version it holds against the model.
 class ModelEngine {

@@ -9,26 +9,12 @@ import torch
 
 import weightcast
 from conftest import WAIT
-
-LAYOUTS = {"tp2": {"parts": 2, "rules": [
-    {"match": r".*\.q_proj\.weight", "dim": 0},
-    {"match": r".*\.o_proj\.weight", "dim": 1},
-]}}
-PLACED = [("tp2", 0, "e0"), ("tp2", 1, "e0")]
-
-
-def _model(gen):
-    return {
-        "l.0.q_proj.weight": torch.randn(6, 10, generator=gen).to(torch.bfloat16),
-        "l.0.o_proj.weight": torch.randn(10, 7, generator=gen).to(torch.bfloat16),
-        "l.0.norm.weight": torch.randn(10, generator=gen).to(torch.bfloat16),
-    }
-
+from tp2_model import LAYOUTS, PLACED, tp2_model
 
 def test_a_tensor_parallel_replica_holds_its_shards_bit_exact(make_group, endpoints):
     g = make_group(subscribers=2, layouts=LAYOUTS, subscriber_layouts=PLACED)
     gen = torch.Generator().manual_seed(3)
-    src = _model(gen)
+    src = tp2_model(gen)
     pub = weightcast.Publisher(g.config, g.publisher_rank, threads=1)
     endpoints.append(pub)
     for k, v in src.items():

@@ -12,21 +12,7 @@ import torch
 
 import weightcast
 from conftest import WAIT
-
-LAYOUTS = {"tp2": {"parts": 2, "rules": [
-    {"match": r".*\.q_proj\.weight", "dim": 0},
-    {"match": r".*\.o_proj\.weight", "dim": 1},
-]}}
-PLACED = [("tp2", 0, "e0"), ("tp2", 1, "e0")]
-
-
-def _model(gen):
-    return {
-        "l.0.q_proj.weight": torch.randn(6, 10, generator=gen).to(torch.bfloat16),
-        "l.0.o_proj.weight": torch.randn(10, 7, generator=gen).to(torch.bfloat16),
-        "l.0.norm.weight": torch.randn(10, generator=gen).to(torch.bfloat16),
-    }
-
+from tp2_model import LAYOUTS, PLACED, tp2_model
 
 def _flat_shards(model, shards):
     """[(name, first, count)] per shard: even shares of the model's elements in flat order."""
@@ -47,7 +33,7 @@ def _flat_shards(model, shards):
 def test_two_publisher_ranks_publish_one_model_to_two_layouts(make_group, endpoints):
     g = make_group(subscribers=3, publishers=2, layouts=LAYOUTS, subscriber_layouts=PLACED)
     gen = torch.Generator().manual_seed(5)
-    src = _model(gen)
+    src = tp2_model(gen)
     spec = {k: (v.dtype, v.shape) for k, v in src.items()}
     shards = _flat_shards(src, 2)
     assert any(len(s) > 1 for s in shards), "a shard should cross a tensor boundary"
