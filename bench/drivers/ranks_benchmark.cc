@@ -106,6 +106,7 @@ Result<nlohmann::json> run_rank(const RanksBenchmarkConfig& c, const std::string
   o.rank = rank;
   o.ranks = c.ranks;
   o.anchor_every = 0;
+  o.piece_elements = c.piece_elements;
   o.wait = std::chrono::milliseconds(600000);
   o.journal.root = root;
   o.journal.anchor.threads = 1;

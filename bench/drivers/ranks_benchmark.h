@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codec/base/status.h"
+#include "transport/fs/rank_publisher.h"
 
 namespace weightcast {
 
@@ -30,6 +31,8 @@ struct RanksBenchmarkConfig {
   uint32_t ranks = 4;
   uint64_t versions = 6;  // version 0 (an anchor) and deltas 1 .. versions - 1
   double density = 0.01;
+  // RankPublisherOptions::piece_elements (0: one range record per owned range).
+  uint64_t piece_elements = RankPublisherOptions{}.piece_elements;
   std::function<void(const std::string&)> log;
 };
 

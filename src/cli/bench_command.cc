@@ -341,6 +341,11 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
   rb->add_option("--density", rcfg->density, "Fraction of elements each step changes")
       ->capture_default_str()
       ->check(number_in<double>(kMinBenchDensity, kMaxBenchDensity));
+  rb->add_option("--piece-elements", rcfg->piece_elements,
+                 "Each rank's ranges are published as range records of at most this many "
+                 "elements (0: one record per range)")
+      ->capture_default_str()
+      ->check(number_in<uint64_t>(0, kMaxBenchParameters));
   rb->callback([rcfg, &exit_code] {
     rcfg->log = [](const std::string& line) {
       std::fprintf(stderr, "weightcast: %s\n", line.c_str());

@@ -44,6 +44,9 @@ int run_rank(const std::string& root, uint32_t rank, std::chrono::milliseconds w
   o.rank = rank;
   o.ranks = kRanks;
   o.anchor_every = 3;
+  // Small pieces: each rank's ranges become many range records (readers of every layout then
+  // meet ranges that start and end inside their slices).
+  o.piece_elements = 700;
   // Rank 0 waits `wait` for the others' parts; they wait longer for its staged anchors, which
   // come after its wait for a version before (the failing one) ran out.
   o.wait = rank == 0 ? wait : 5 * wait;

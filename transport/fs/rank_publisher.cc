@@ -1,6 +1,8 @@
 #include "transport/fs/rank_publisher.h"
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <span>
 
 #include "codec/checksum.h"
@@ -22,6 +24,7 @@ Result<std::unique_ptr<RankPublisher>> RankPublisher::open(RankPublisherOptions 
     return invalid_argument(who + " of " + std::to_string(options.ranks) + " ranks");
   }
   std::unique_ptr<RankPublisher> p(new RankPublisher());
+  std::vector<OwnedRange> pieces;
   for (const OwnedRange& r : ranges) {
     size_t i = 0;
     while (i < model.size() && model[i].name != r.name) ++i;
@@ -35,14 +38,24 @@ Result<std::unique_ptr<RankPublisher>> RankPublisher::open(RankPublisherOptions 
                               ") are empty, without memory, or not inside its " +
                               std::to_string(numel));
     }
-    p->tensor_of_.push_back(i);
+    // Pieces of at most piece_elements, each its own range record: an engine rank reads only
+    // the records its slice meets, so a long range costs it no more than the pieces it needs.
+    const uint64_t piece = options.piece_elements ? options.piece_elements : r.count;
+    const size_t es = dtype_size(model[i].dtype);
+    for (uint64_t done = 0; done < r.count; done += piece) {
+      pieces.push_back(
+          {r.name, r.first + done, std::min(piece, r.count - done), r.data + done * es});
+      p->tensor_of_.push_back(i);
+    }
   }
+  ranges = std::move(pieces);
   // The declared slices of each range's tensor, once: their shares are kept up to date.
   p->slices_.resize(ranges.size());
   p->shares_.resize(ranges.size());
   for (size_t k = 0; k < ranges.size() && options.journal.declared_slices; ++k) {
     const SafetensorsTensorSpec& t = model[p->tensor_of_[k]];
     ASSIGN_OR_RETURN(p->slices_[k], options.journal.declared_slices(t.name, t.shape));
+    p->declared_of_[p->tensor_of_[k]] = &p->slices_[k];
   }
   options.journal.root = options.root;
   if (options.rank == 0) {
@@ -123,6 +136,24 @@ Result<RankPublishReport> RankPublisher::publish(uint64_t version, bool force_an
   return report;
 }
 
+template <typename Part>
+void RankPublisher::add_shares(Part* part) const {
+  // One share per tensor and slice: the sum over the rank's ranges (pieces) of the tensor.
+  std::map<size_t, std::vector<uint64_t>> sums;
+  for (size_t k = 0; k < ranges_.size(); ++k) {
+    if (shares_[k].empty()) continue;
+    auto& sum = sums[tensor_of_[k]];
+    sum.resize(shares_[k].size(), 0);
+    for (size_t j = 0; j < shares_[k].size(); ++j) sum[j] += shares_[k][j];
+  }
+  for (const auto& [tensor, sum] : sums) {
+    const std::vector<TensorSlice>& slices = *declared_of_.at(tensor);
+    for (size_t j = 0; j < sum.size(); ++j) {
+      part->add_slice_share(model_[tensor].name, slices[j], sum[j]);
+    }
+  }
+}
+
 Status RankPublisher::take_shares(size_t k) {
   const SafetensorsTensorSpec& t = model_[tensor_of_[k]];
   const OwnedRange& r = ranges_[k];
@@ -152,11 +183,9 @@ Result<RankPublishReport> RankPublisher::publish_anchor(uint64_t version) {
     const uint64_t bytes = ranges_[k].count * dtype_size(t.dtype);
     RETURN_IF_ERROR((*part)->write(t.name, ranges_[k].first, {ranges_[k].data, bytes}));
     RETURN_IF_ERROR(take_shares(k).with_context(who(version)));
-    for (size_t j = 0; j < shares_[k].size(); ++j) {
-      (*part)->add_slice_share(t.name, slices_[k][j], shares_[k][j]);
-    }
     report.stored_bytes += bytes;
   }
+  add_shares(part->get());
   RETURN_IF_ERROR((*part)->finish().with_context(who(version)));
   if (writer_) {
     ASSIGN_OR_RETURN(report.commit,
@@ -207,10 +236,8 @@ Result<RankPublishReport> RankPublisher::publish_delta(uint64_t version) {
       if (tracked) shares_[k] = tracked->sums();
       RETURN_IF_ERROR((*part)->add_range(t.name, t.dtype, t.shape, d));
     }
-    for (size_t j = 0; j < shares_[k].size(); ++j) {
-      (*part)->add_slice_share(t.name, slices_[k][j], shares_[k][j]);
-    }
   }
+  add_shares(part->get());
   RETURN_IF_ERROR((*part)->finish().with_context(who(version)));
   report.stored_bytes = (*part)->stored_bytes();
   if (writer_) {

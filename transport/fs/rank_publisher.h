@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,6 +44,10 @@ struct RankPublisherOptions {
   uint64_t anchor_every = 10;
   // How long rank 0 waits for the other ranks' parts, and the others for a staged anchor.
   std::chrono::milliseconds wait{60000};
+  // Each owned range is published as pieces of at most this many elements, each a range record
+  // of its own (0: one record per range), so that an engine rank whose slice meets part of a
+  // long range reads only the pieces it needs.
+  uint64_t piece_elements = uint64_t{1} << 21;
   // Rank 0's journal writer (its root is `root`); every rank plans anchors with its
   // anchor options and writes deltas with its part options, so give every rank the same.
   JournalOptions journal;
@@ -91,6 +96,9 @@ class RankPublisher {
   Result<RankPublishReport> publish_delta(uint64_t version);
   std::string who(uint64_t version) const;
   Status take_shares(size_t k);
+  // Adds the rank's share of each declared slice to `part`, summed over its ranges per tensor.
+  template <typename Part>
+  void add_shares(Part* part) const;
   // A rank other than the lead that failed its part puts the reason where the lead waits.
   void refuse(uint64_t version, const Status& why) const;
 
@@ -102,6 +110,7 @@ class RankPublisher {
   // the last version published (take_shares computes them from the range's bytes).
   std::vector<std::vector<TensorSlice>> slices_;
   std::vector<std::vector<uint64_t>> shares_;
+  std::map<size_t, const std::vector<TensorSlice>*> declared_of_;  // by tensor, into slices_
   std::unique_ptr<JournalWriter> writer_;
   // The bytes of every range at the last version published (the rank's own shard, not the
   // model), and C() of each range then.
