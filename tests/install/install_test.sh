@@ -80,4 +80,5 @@ YAML
 }
 run_group snapshot
 run_group hooked
+run_group shard
 echo "PASS"

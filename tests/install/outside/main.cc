@@ -2,7 +2,9 @@
 // installed package with nothing but <weightcast/...>. CONFIG is a group of a coordinator
 // (running, rank 0), a publisher (rank 1) and a subscriber (rank 2) on a fresh journal. MODE
 // `snapshot` publishes with publish(v); `hooked` registers the tensor as hooked and writes every
-// version through a Step. Exits 0 when every check holds; prints each failed one otherwise.
+// version through a Step; `shard` publishes through a ShardPublisher (the one publisher rank owns
+// the whole tensor as two ranges). Exits 0 when every check holds; prints each failed one
+// otherwise.
 #include <weightcast/weightcast.h>
 
 #include <atomic>
@@ -59,11 +61,44 @@ wc::Result<wc::PublishHandle> publish_through_step(wc::Publisher& pub, uint64_t 
   return pub.publish_step(std::move(moved));
 }
 
+// Shard mode: the trainer's tensor published by the only publisher rank as two ranges; the
+// engine follows v1 (an anchor) and v2 (a delta of ten elements) bit for bit.
+void publish_as_shards(const std::string& config, wc::Subscriber& sub,
+                       const std::vector<float>& engine, const wc::LogCallback& log) {
+  std::vector<float> trainer(kCount, 0.0f);
+  const int64_t half = kCount / 2;
+  std::vector<wc::ShardRange> ranges = {
+      {"w", 0, wc::TensorRef::contiguous("w", wc::DType::kF32, trainer.data(), half)},
+      {"w", static_cast<uint64_t>(half),
+       wc::TensorRef::contiguous("w", wc::DType::kF32, trainer.data() + half, half)}};
+  wc::ShardPublisherOptions o;
+  o.threads = 1;
+  o.log = log;
+  auto pub = wc::ShardPublisher::start(config, 1, {{"w", wc::DType::kF32, {kCount}}}, ranges, o);
+  check(pub.ok(), "shard publisher: " + pub.status().to_string());
+  if (!pub.ok()) return;
+  check((*pub)->lead() && (*pub)->shards() == 1, "the only publisher rank is the lead of 1 shard");
+  for (uint64_t v = 1; v <= 2; ++v) {
+    for (int64_t i = 0; i < kCount; ++i) {
+      if (v == 1 || i % (kCount / 10) == 0) trainer[i] += 0.5f * static_cast<float>(v);
+    }
+    auto report = (*pub)->publish(v);
+    const std::string what = "shard v" + std::to_string(v);
+    check(report.ok() && report->committed_here && report->anchor == (v == 1),
+          what + ": " + (report.ok() ? "committed here" : report.status().to_string()));
+    check((*pub)->wait_committed(v, wc::deadline_after(kTimeout)).ok(), what + " committed");
+    check(sub.wait_for_version(v, wc::deadline_after(kTimeout)).ok(), "engine reaches " + what);
+    check(same_bits(engine, trainer), "engine holds " + what + "'s bits");
+  }
+  (*pub)->stop("outside test done");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 || (std::string(argv[2]) != "snapshot" && std::string(argv[2]) != "hooked")) {
-    std::fprintf(stderr, "usage: %s CONFIG snapshot|hooked\n", argv[0]);
+  const std::string mode = argc == 3 ? argv[2] : "";
+  if (mode != "snapshot" && mode != "hooked" && mode != "shard") {
+    std::fprintf(stderr, "usage: %s CONFIG snapshot|hooked|shard\n", argv[0]);
     return 2;
   }
   const std::string config = argv[1];
@@ -100,6 +135,15 @@ int main(int argc, char** argv) {
           .ok(),
       "subscriber registers a tensor");
   check((*sub)->connect().ok(), "subscriber connects");
+
+  if (mode == "shard") {
+    publish_as_shards(config, **sub, engine, log);
+    (*sub)->stop("outside test done");
+    if (failures == 0) {
+      std::printf("weightcast_outside shard: %s: all checks passed\n", wc::version_string());
+    }
+    return failures == 0 ? 0 : 1;
+  }
 
   // The trainer: its tensor, and the values of the versions it publishes.
   std::vector<float> trainer(kCount, 0.0f);
