@@ -95,7 +95,10 @@ Status run_shard_publisher_rank(const proto::GroupConfig& config, const DaemonOp
   }
   const uint64_t last = options.start_version + std::max<uint64_t>(1, demo.versions());
   const auto commit_wait = milliseconds(2 * config.timeouts().ack_timeout_ms() + 10000);
-  const auto until_committed = [&](uint64_t v) -> Status {
+  const JournalLayout layout(config.journal_root());
+  // Until `v` is committed; with `or_passed`, also once the lead has announced a later version
+  // (it gave up on v, and waits for this rank's part of the next).
+  const auto until_committed = [&](uint64_t v, bool or_passed = false) -> Status {
     const auto deadline = SteadyClock::now() + commit_wait;
     for (;;) {
       Status s = publisher->wait_committed(v, SteadyClock::now() + milliseconds(200));
@@ -103,14 +106,21 @@ Status run_shard_publisher_rank(const proto::GroupConfig& config, const DaemonOp
           SteadyClock::now() >= deadline) {
         return s;
       }
+      if (auto plan = or_passed ? newest_rank_plan(layout) : std::nullopt; plan && *plan > v) {
+        return ok_status();
+      }
     }
   };
+  // A bench run (demo.figures_path) paces every rank as the lead is paced: a rank steps its
+  // model for the next version once the last one is committed, so no training step runs while
+  // the engines apply (on one machine they would share its cores).
+  const bool paced = !demo.figures_path().empty();
   std::optional<uint64_t> published;
   bool failed = false;
   for (uint64_t v = first_version(config, options); v <= last && !stopping(options); ++v) {
     // After a failure (the lead gave up, or went on while this rank waited), join its version.
     if (failed && !publisher->lead()) v = std::max(v, first_version(config, options));
-    if (figures.is_open() && published) RETURN_IF_ERROR(until_committed(*published));
+    if (paced && published) RETURN_IF_ERROR(until_committed(*published, !publisher->lead()));
     model->fast_forward(v - options.start_version);
     const auto started = SteadyClock::now();
     auto report = publisher->publish(v);
