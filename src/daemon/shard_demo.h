@@ -5,8 +5,10 @@
 // only those; no rank gathers the model. A failed version is logged and the rank goes on with
 // the next (the lead's next version is then an anchor). A rank that restarts joins the version
 // the lead is on (rank_plan.h newest_rank_plan), else the one after the journal's head. With
-// demo.figures_path (a bench run) every rank stays after the last version until it is stopped,
-// so that the bench reads its peak RSS (only the lead's travels in an offer).
+// demo.figures_path (a bench run) every rank steps its model for a version only once its last
+// one is committed (or the lead went past it), as the lead does, so that no training step runs
+// beside the engines' apply on a shared machine; and every rank stays after the last version
+// until it is stopped, so that the bench reads its peak RSS (only the lead's is in an offer).
 #pragma once
 
 #include <cstdint>
