@@ -22,6 +22,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -75,6 +76,16 @@ void wait_interruptibly(api::Deadline deadline, Wait&& wait) {
     }
     if (PyErr_CheckSignals() != 0) throw nb::python_error();
   }
+}
+
+// Stops and destroys an endpoint with the GIL released (its threads may be blocked on the GIL
+// in a callback and must be able to finish); nothing when it is already closed.
+template <typename Endpoint>
+void close_endpoint(std::unique_ptr<Endpoint>& endpoint, const std::string& reason) {
+  if (!endpoint) return;
+  nb::gil_scoped_release release;
+  endpoint->stop(reason);
+  endpoint.reset();
 }
 
 // Any array the caller's memory can be described by: DLPack (torch, NumPy, CuPy, JAX) or the

@@ -119,13 +119,7 @@ class PyPublisher {
                        [&](api::Deadline d) { return p.wait_committed(version, d); });
   }
 
-  void close(const std::string& reason) {
-    if (publisher_) {
-      nb::gil_scoped_release release;
-      publisher_->stop(reason);
-      publisher_.reset();
-    }
-  }
+  void close(const std::string& reason) { close_endpoint(publisher_, reason); }
 
  private:
   std::unique_ptr<Callbacks> callbacks_;  // outlives publisher_ (declared first)
@@ -249,13 +243,7 @@ class PySubscriber {
     return out;
   }
 
-  void close(const std::string& reason) {
-    if (subscriber_) {
-      nb::gil_scoped_release release;
-      subscriber_->stop(reason);
-      subscriber_.reset();
-    }
-  }
+  void close(const std::string& reason) { close_endpoint(subscriber_, reason); }
 
  private:
   std::unique_ptr<Callbacks> callbacks_;  // outlives subscriber_ (declared first)

@@ -2,9 +2,9 @@
 // (include/weightcast/shard_publisher.h); python/weightcast/shard_publisher.py adds the
 // references that keep the ranges' arrays alive and a context manager. The lifetime rules of
 // endpoints.cc hold: close() stops the endpoint with the GIL released, then drops the callables.
-#include <algorithm>
 #include <memory>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -35,12 +35,14 @@ class PyShardPublisher {
       }
       specs.push_back({name, *d, shape});
     }
+    std::unordered_map<std::string, api::DType> dtypes;
+    for (const api::TensorSpec& t : specs) dtypes.emplace(t.name, t.dtype);
     std::vector<api::ShardRange> owned;
     for (const auto& [name, first, array] : ranges) {
-      const auto spec = std::find_if(specs.begin(), specs.end(),
-                                     [&](const api::TensorSpec& s) { return s.name == name; });
+      const auto spec = dtypes.find(name);
       const std::optional<std::string> dtype =
-          spec == specs.end() ? std::nullopt : std::optional<std::string>(dtype_name(spec->dtype));
+          spec == dtypes.end() ? std::nullopt
+                               : std::optional<std::string>(dtype_name(spec->second));
       owned.push_back({name, first, tensor_ref(name, array, dtype)});
     }
     api::ShardPublisherOptions options;
@@ -89,13 +91,7 @@ class PyShardPublisher {
                        [&](api::Deadline d) { return p.wait_committed(version, d); });
   }
 
-  void close(const std::string& reason) {
-    if (publisher_) {
-      nb::gil_scoped_release release;
-      publisher_->stop(reason);
-      publisher_.reset();
-    }
-  }
+  void close(const std::string& reason) { close_endpoint(publisher_, reason); }
 
  private:
   std::unique_ptr<Callbacks> callbacks_;  // outlives publisher_ (declared first)

@@ -1,7 +1,7 @@
 // The public ShardPublisher over src/endpoint/shard_publisher.h.
 #include "weightcast/shard_publisher.h"
 
-#include <algorithm>
+#include <unordered_map>
 #include <utility>
 
 #include "src/api/conversions.h"
@@ -31,6 +31,8 @@ Result<std::unique_ptr<ShardPublisher>> ShardPublisher::start(const std::string&
   for (TensorSpec& t : model) {
     specs.push_back({std::move(t.name), static_cast<in::DType>(t.dtype), std::move(t.shape)});
   }
+  std::unordered_map<std::string, in::DType> dtypes;
+  for (const auto& t : specs) dtypes.emplace(t.name, t.dtype);
   std::vector<in::OwnedRange> owned;
   for (const ShardRange& r : ranges) {
     const std::string who = "rank " + std::to_string(rank) + ": the range of tensor '" + r.name +
@@ -41,10 +43,8 @@ Result<std::unique_ptr<ShardPublisher>> ShardPublisher::start(const std::string&
       return Status(StatusCode::kInvalidArgument,
                     who + " must be contiguous host memory (copy a CUDA shard to the host)");
     }
-    const auto spec =
-        std::find_if(specs.begin(), specs.end(),
-                     [&](const in::SafetensorsTensorSpec& s) { return s.name == r.name; });
-    if (spec != specs.end() && spec->dtype != static_cast<in::DType>(r.data.dtype)) {
+    const auto spec = dtypes.find(r.name);
+    if (spec != dtypes.end() && spec->second != static_cast<in::DType>(r.data.dtype)) {
       return Status(StatusCode::kInvalidArgument,
                     who + " has another dtype than the tensor the model declares");
     }

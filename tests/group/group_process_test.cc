@@ -18,8 +18,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-
-
 std::string logs(const std::vector<RankProcess*>& ranks) {
   std::string out;
   for (auto* r : ranks) out += "---- pid " + std::to_string(r->pid()) + "\n" + r->log();

@@ -40,8 +40,6 @@ const char kLayouts[] = R"(layouts:
       - {match: '.*(embed_tokens|lm_head)\.weight', dim: 0}
 )";
 
-
-
 // An engine holding every tensor whole, checking each version it holds against the model.
 class ModelEngine {
  public:

@@ -116,7 +116,7 @@ inline Status write_anchor_part(const std::string& root, uint64_t v, uint32_t ra
     const size_t es = dtype_size(t.dtype);
     const std::span<const uint8_t> bytes =
         std::span(model.bytes(o.tensor)).subspan(o.first * es, o.count * es);
-    RETURN_IF_ERROR(w->write(t.name, o.first, bytes));
+    RETURN_IF_ERROR(w->write(t.name, o.first, bytes).status());
     if (!declared) continue;
     ASSIGN_OR_RETURN(const auto slices, declared(t.name, t.shape));
     const TensorRef own = TensorRef::contiguous(t.name, t.dtype, const_cast<uint8_t*>(bytes.data()),

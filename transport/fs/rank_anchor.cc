@@ -30,6 +30,8 @@ Result<std::unique_ptr<RankAnchorWriter>> RankAnchorWriter::open(
   ASSIGN_OR_RETURN(
       w->plan_, plan_anchor(staged, specs, options, "rank " + std::to_string(rank) + "'s anchor"));
   w->specs_ = std::move(specs);
+  for (size_t i = 0; i < w->specs_.size(); ++i) w->spec_at_.emplace(w->specs_[i].name, i);
+  w->state_at_.assign(w->specs_.size(), -1);
   w->fds_.assign(w->plan_.shards.size(), -1);
   const std::string ready = rank_anchor_ready_path(w->layout_, version);
   const auto until = std::chrono::steady_clock::now() + wait;
@@ -60,23 +62,23 @@ RankAnchorWriter::~RankAnchorWriter() {
   if (!finished_ && !temp_dir_.empty()) (void)remove_tree(temp_dir_);
 }
 
-Status RankAnchorWriter::write(const std::string& name, uint64_t first_element,
-                               std::span<const uint8_t> bytes) {
+Result<uint64_t> RankAnchorWriter::write(const std::string& name, uint64_t first_element,
+                                         std::span<const uint8_t> bytes) {
   const std::string who = "rank " + std::to_string(rank_) + ", tensor '" + name + "'";
   if (finished_) return failed_precondition(who + ": the anchor part is finished");
-  const auto it = std::find_if(specs_.begin(), specs_.end(),
-                               [&](const SafetensorsTensorSpec& s) { return s.name == name; });
-  if (it == specs_.end()) return invalid_argument(who + ": not a tensor of the anchor");
-  const auto i = static_cast<size_t>(it - specs_.begin());
+  const auto at = spec_at_.find(name);
+  if (at == spec_at_.end()) return invalid_argument(who + ": not a tensor of the anchor");
+  const size_t i = at->second;
+  const SafetensorsTensorSpec& spec = specs_[i];
   const AnchorTensorPlan& t = plan_.tensors[i];
-  const uint64_t es = dtype_size(it->dtype), numel = t.bytes / es;
+  const uint64_t es = dtype_size(spec.dtype), numel = t.bytes / es;
   const uint64_t count = bytes.size() / es;
   if (bytes.size() % es != 0 || first_element > numel || count > numel - first_element) {
     return invalid_argument(who + ": " + std::to_string(bytes.size()) + " bytes at element " +
                             std::to_string(first_element) + " are not whole elements inside its " +
                             std::to_string(numel));
   }
-  if (count == 0) return ok_status();
+  if (count == 0) return uint64_t{0};
   const AnchorShardPlan& shard = plan_.shards[t.shard];
   int& fd = fds_[t.shard];
   if (fd < 0) {
@@ -84,16 +86,14 @@ Status RankAnchorWriter::write(const std::string& name, uint64_t first_element,
     if (fd < 0) return anchor_errno_error(who + ": cannot open", shard.path, 0);
   }
   RETURN_IF_ERROR(pwrite_all(fd, shard.path, bytes, t.offset + first_element * es));
-  proto::TensorState* state = nullptr;
-  for (auto& s : *fragment_.mutable_tensors()) {
-    if (s.name() == name) state = &s;
+  if (state_at_[i] < 0) {
+    state_at_[i] = fragment_.tensors_size();
+    proto::TensorState* added = fragment_.add_tensors();
+    added->set_name(name);
+    added->set_dtype(dtype_to_proto(spec.dtype));
+    for (const int64_t d : spec.shape) added->add_shape(d);
   }
-  if (state == nullptr) {
-    state = fragment_.add_tensors();
-    state->set_name(name);
-    state->set_dtype(dtype_to_proto(it->dtype));
-    for (const int64_t d : it->shape) state->add_shape(d);
-  }
+  proto::TensorState* state = fragment_.mutable_tensors(state_at_[i]);
   proto::RangeRecord* r = state->add_ranges();
   r->set_rank(rank_);
   r->set_range_offset(first_element);
@@ -101,7 +101,7 @@ Status RankAnchorWriter::write(const std::string& name, uint64_t first_element,
   const uint64_t c = checksum_range(bytes.data(), es, count, first_element);
   r->set_base_checksum(c);
   r->set_checksum(c);
-  return ok_status();
+  return c;
 }
 
 void RankAnchorWriter::add_slice_share(const std::string& tensor, const TensorSlice& slice,

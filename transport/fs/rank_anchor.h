@@ -18,6 +18,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "codec/base/status.h"
@@ -48,9 +49,11 @@ class RankAnchorWriter {
   RankAnchorWriter& operator=(const RankAnchorWriter&) = delete;
 
   // Writes `bytes` (whole elements, row-major, little-endian) as elements first_element.. of
-  // tensor `name` at their offset in its shard file, and lists the range. Refused by name: an
-  // unknown tensor, bytes that are not whole elements, a range past the tensor's end.
-  Status write(const std::string& name, uint64_t first_element, std::span<const uint8_t> bytes);
+  // tensor `name` at their offset in its shard file, and lists the range; returns the range's
+  // C() (with global indices). Refused by name: an unknown tensor, bytes that are not whole
+  // elements, a range past the tensor's end.
+  Result<uint64_t> write(const std::string& name, uint64_t first_element,
+                         std::span<const uint8_t> bytes);
   // The rank's share of C() over a slice an engine layout cuts (codec/slice_checksum.h).
   void add_slice_share(const std::string& tensor, const TensorSlice& slice, uint64_t share);
   // fsyncs the shard files it wrote and puts its fragment in place. Once.
@@ -62,6 +65,8 @@ class RankAnchorWriter {
   JournalLayout layout_{""};
   uint32_t rank_ = 0;
   std::vector<SafetensorsTensorSpec> specs_;
+  std::unordered_map<std::string, size_t> spec_at_;  // name -> index in specs_
+  std::vector<int> state_at_;  // per spec, its index in fragment_.tensors (-1: none yet)
   AnchorPlan plan_;
   std::vector<int> fds_;  // per shard, opened at its first write; -1 until then
   std::string temp_dir_;

@@ -131,10 +131,11 @@ Status RankFragmentWriter::add(const std::string& name, DType dtype,
                             " elements, the shape " + std::to_string(numel));
   }
   proto::TensorState* t = nullptr;
-  for (auto& existing : *fragment_.mutable_tensors()) {
-    if (existing.name() == name) t = &existing;
+  if (const auto at = tensor_at_.find(name); at != tensor_at_.end()) {
+    t = fragment_.mutable_tensors(at->second);
   }
   if (t == nullptr) {
+    tensor_at_.emplace(name, fragment_.tensors_size());
     t = fragment_.add_tensors();
     t->set_name(name);
     t->set_dtype(dtype_to_proto(dtype));
@@ -152,11 +153,15 @@ Status RankFragmentWriter::add(const std::string& name, DType dtype,
     r.set_offset(located.offset());
     r.set_bytes(located.bytes());
   }
-  // Kept in ascending order, as a manifest lists them; overlaps are the fragment check's.
+  // Kept in ascending order, as a manifest lists them (a rank's pieces come in order: sorted
+  // only when one does not); overlaps are the fragment check's.
   auto* ranges = t->mutable_ranges();
+  const bool in_order = ranges->empty() || (ranges->end() - 1)->range_offset() < r.range_offset();
   ranges->Add(std::move(r));
-  std::sort(ranges->begin(), ranges->end(),
-            [](const auto& a, const auto& b) { return a.range_offset() < b.range_offset(); });
+  if (!in_order) {
+    std::sort(ranges->begin(), ranges->end(),
+              [](const auto& a, const auto& b) { return a.range_offset() < b.range_offset(); });
+  }
   return ok_status();
 }
 

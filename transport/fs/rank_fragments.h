@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "codec/base/status.h"
@@ -95,6 +96,7 @@ class RankFragmentWriter {
   uint32_t rank_;
   std::string temp_dir_;
   proto::StepManifest fragment_;
+  std::unordered_map<std::string, int> tensor_at_;  // name -> index in fragment_.tensors
   std::unique_ptr<DeltaPartWriter> parts_;
   bool finished_ = false;
 };

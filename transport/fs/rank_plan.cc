@@ -61,8 +61,8 @@ std::optional<uint64_t> newest_rank_plan(const JournalLayout& layout) {
     const std::string name = it->path().filename().string();
     constexpr std::string_view kSuffix = ".ranks";
     if (name.size() <= kSuffix.size() || !name.ends_with(kSuffix)) continue;
-    const auto version =
-        JournalLayout::parse_step_dir_name(std::string_view(name).substr(0, name.size() - kSuffix.size()));
+    const auto version = JournalLayout::parse_step_dir_name(
+        std::string_view(name).substr(0, name.size() - kSuffix.size()));
     if (!version) continue;
     if (!exists(rank_anchor_ready_path(layout, *version)) &&
         !exists(delta_plan_path(layout, *version))) {

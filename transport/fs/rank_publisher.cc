@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <span>
+#include <unordered_map>
 
 #include "codec/checksum.h"
 #include "codec/delta_encoder.h"
@@ -25,12 +26,14 @@ Result<std::unique_ptr<RankPublisher>> RankPublisher::open(RankPublisherOptions 
   }
   std::unique_ptr<RankPublisher> p(new RankPublisher());
   std::vector<OwnedRange> pieces;
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < model.size(); ++i) index.emplace(model[i].name, i);
   for (const OwnedRange& r : ranges) {
-    size_t i = 0;
-    while (i < model.size() && model[i].name != r.name) ++i;
-    if (i == model.size()) {
+    const auto at = index.find(r.name);
+    if (at == index.end()) {
       return invalid_argument(who + ": tensor '" + r.name + "' is not in the model");
     }
+    const size_t i = at->second;
     ASSIGN_OR_RETURN(const uint64_t numel, shape_numel(model[i].shape, "tensor '" + r.name + "'"));
     if (r.count == 0 || r.first > numel || r.count > numel - r.first || r.data == nullptr) {
       return invalid_argument(who + ": tensor '" + r.name + "' elements [" +
@@ -103,7 +106,7 @@ Result<RankPublishReport> RankPublisher::publish(uint64_t version, bool force_an
           "this rank holds no snapshot of version " + std::to_string(version - 1) +
           " (it restarted, skipped versions, or its last part was not committed)";
       last_.reset();
-      RETURN_IF_ERROR(put_rank_refusal(layout, version, options_.rank, why));
+      refuse(version, failed_precondition(why));
       return failed_precondition(who(version) + ": " + why +
                                  "; the lead's next version is an anchor");
     }
@@ -124,13 +127,11 @@ Result<RankPublishReport> RankPublisher::publish(uint64_t version, bool force_an
     refuse(version, report.status());
     return report;
   }
-  // Every range's bytes as published: the next delta's base.
+  // Every range's bytes as published: the next delta's base (publish_anchor took their C()).
   snapshot_.resize(ranges_.size());
-  checksums_.resize(ranges_.size());
   for (size_t k = 0; k < ranges_.size(); ++k) {
     const size_t es = dtype_size(model_[tensor_of_[k]].dtype);
     snapshot_[k].assign(ranges_[k].data, ranges_[k].data + ranges_[k].count * es);
-    checksums_[k] = checksum_range(snapshot_[k].data(), es, ranges_[k].count, ranges_[k].first);
   }
   last_ = version;
   return report;
@@ -178,10 +179,12 @@ Result<RankPublishReport> RankPublisher::publish_anchor(uint64_t version) {
   auto part = RankAnchorWriter::open(options_.root, version, options_.rank, model_,
                                      options_.journal.anchor, options_.wait);
   if (!part.ok()) return part.status().with_context(who(version));
+  checksums_.resize(ranges_.size());
   for (size_t k = 0; k < ranges_.size(); ++k) {
     const SafetensorsTensorSpec& t = model_[tensor_of_[k]];
     const uint64_t bytes = ranges_[k].count * dtype_size(t.dtype);
-    RETURN_IF_ERROR((*part)->write(t.name, ranges_[k].first, {ranges_[k].data, bytes}));
+    ASSIGN_OR_RETURN(checksums_[k],
+                     (*part)->write(t.name, ranges_[k].first, {ranges_[k].data, bytes}));
     RETURN_IF_ERROR(take_shares(k).with_context(who(version)));
     report.stored_bytes += bytes;
   }
