@@ -33,9 +33,10 @@ struct ChunkOutcome {
 class ChunkApplier {
  public:
   // `slice`: the destination holds that slice of the tensor (ApplyOptions::dest_slice), and
-  // dest_first is unused.
+  // dest_first is unused. `record_slice`: the record's positions are that slice's local
+  // indices (ApplyOptions::record_slice).
   ChunkApplier(const DeltaRecordView& record, const TensorRef& dest, uint64_t dest_first,
-               const SliceDestination* slice = nullptr)
+               const SliceDestination* slice, const ShapedSlice* record_slice)
       : rec_(record),
         h_(record.header),
         es_(dtype_size(record.header.dtype)),
@@ -45,12 +46,18 @@ class ChunkApplier {
         addr_(dest),
         dest_first_(dest_first),
         dest_end_(dest_first + dest.numel()) {
+    if (record_slice != nullptr) record_map_.emplace(record_slice->shape, record_slice->slice);
+    holds_record_ = record_slice != nullptr && slice == nullptr;
     if (slice != nullptr) {
       slice_.emplace(slice->shape, slice->slice);
       const uint64_t range_end = h_.range_offset + h_.range_elements;
       const uint64_t first = slice_->first();
       dest_first_ = std::clamp(first, h_.range_offset, range_end);
       dest_end_ = std::clamp(slice_->end(), dest_first_, range_end);
+      if (record_map_) {  // the record's range is local: the slice's span bounds it
+        dest_first_ = first;
+        dest_end_ = slice_->end();
+      }
       // A slice that is one run of global indices (a block of rows, a flat range) held in
       // contiguous memory maps like a range: element g is local g - first, and chunks take the
       // contiguous kernels.
@@ -64,9 +71,11 @@ class ChunkApplier {
 
   // Chunks that hold at least one element of the destination.
   uint32_t first_chunk() const {
+    if (record_map_) return 0;
     return static_cast<uint32_t>((dest_first_ - h_.range_offset) / h_.chunk_elements);
   }
   uint32_t end_chunk() const {
+    if (record_map_) return h_.chunk_count();
     if (dest_end_ == dest_first_) return first_chunk();
     return static_cast<uint32_t>((dest_end_ - 1 - h_.range_offset) / h_.chunk_elements) + 1;
   }
@@ -85,9 +94,10 @@ class ChunkApplier {
       for (uint32_t p = 0; p < len; ++p) {
         uint32_t v = 0;
         std::memcpy(&v, chunk.raw.data() + size_t{p} * es_, es_);
-        write(start + p, p, v, /*is_diff=*/false, out);
+        write(global(start + p), p, v, /*is_diff=*/false, out);
       }
-      const bool whole_chunk = !slice_ && start >= dest_first_ && start + len <= dest_end_;
+      const bool whole_chunk = holds_record_ || (!slice_ && !record_map_ && start >= dest_first_ &&
+                                                 start + len <= dest_end_);
       if (whole_chunk && out->changed != chunk.changed) {
         out->status =
             data_loss(where + ": raw chunk claims " + std::to_string(chunk.changed) +
@@ -95,7 +105,7 @@ class ChunkApplier {
       }
       return;
     }
-    if (addr_.contiguous() && !slice_) {
+    if (addr_.contiguous() && !slice_ && !record_map_) {
       const int64_t first_pos = static_cast<int64_t>(dest_first_) - static_cast<int64_t>(start);
       const uint64_t count = dest_end_ - dest_first_;
       const uint32_t* pos = chunk.positions.data();
@@ -107,8 +117,8 @@ class ChunkApplier {
       return;
     }
     for (uint32_t k = 0; k < chunk.changed; ++k) {
-      write(start + chunk.positions[k], chunk.positions[k], diff_from_value(chunk.values[k], w_),
-            /*is_diff=*/true, out);
+      write(global(start + chunk.positions[k]), chunk.positions[k],
+            diff_from_value(chunk.values[k], w_), /*is_diff=*/true, out);
     }
   }
 
@@ -119,7 +129,7 @@ class ChunkApplier {
     const uint64_t start = h_.range_offset + uint64_t{h_.chunk_elements} * c;
     if (done.raw) {
       for (size_t k = 0; k < done.undo_positions.size(); ++k) {
-        store(at(start + done.undo_positions[k]), done.undo_bits[k]);
+        store(at(global(start + done.undo_positions[k])), done.undo_bits[k]);
       }
       return true;
     }
@@ -129,7 +139,7 @@ class ChunkApplier {
       return false;
     }
     if (chunk.mode == ChunkMode::kRaw) return false;  // its old bits were not kept
-    if (addr_.contiguous() && !slice_) {
+    if (addr_.contiguous() && !slice_ && !record_map_) {
       const int64_t first_pos = static_cast<int64_t>(dest_first_) - static_cast<int64_t>(start);
       const uint64_t count = dest_end_ - dest_first_;
       const uint32_t* pos = chunk.positions.data();
@@ -140,13 +150,15 @@ class ChunkApplier {
       return true;
     }
     for (uint32_t k = 0; k < chunk.changed; ++k) {
-      uint8_t* p = at(start + chunk.positions[k]);
+      uint8_t* p = at(global(start + chunk.positions[k]));
       if (p != nullptr) store(p, (load(p) - diff_from_value(chunk.values[k], w_)) & mask_);
     }
     return true;
   }
 
  private:
+  // The global index of the record's element `k` (its range's index space).
+  uint64_t global(uint64_t k) const { return record_map_ ? record_map_->global(k) : k; }
   // Where the destination holds element `global`; nullptr where it does not.
   uint8_t* at(uint64_t global) const {
     if (global < dest_first_ || global >= dest_end_) return nullptr;
@@ -190,6 +202,8 @@ class ChunkApplier {
   uint64_t dest_first_;  // the global indices the destination may hold: [first, end)
   uint64_t dest_end_;
   std::optional<SliceLocator> slice_;
+  std::optional<SliceIndexMap> record_map_;
+  bool holds_record_ = false;  // a record of a slice into the whole tensor: every element held
 };
 
 template <typename F>
@@ -201,100 +215,7 @@ void for_chunks(ThreadPool* pool, uint32_t first, uint32_t end, F&& f) {
   }
 }
 
-// check_apply_request for a destination that holds a slice (ApplyOptions::dest_slice).
-Result<ApplyRequest> check_slice_request(const DeltaRecordView& record, const TensorRef& dest,
-                                         const ApplyOptions& o) {
-  const DeltaRecordHeader& h = record.header;
-  const SliceDestination& d = *o.dest_slice;
-  const std::string who = "tensor '" + h.name + "'";
-  if (dest.memory == MemoryKind::kCuda) {
-    return invalid_argument(who + ": destination '" + dest.name +
-                            "' is a slice in CUDA memory; slices are applied in host memory");
-  }
-  RETURN_IF_ERROR(check_slice(h.name, d.shape, d.slice));
-  ASSIGN_OR_RETURN(const uint64_t tensor_elements, shape_numel(d.shape, who));
-  if (tensor_elements != h.tensor_elements) {
-    return invalid_argument(who + ": the slice is of a tensor of " +
-                            std::to_string(tensor_elements) + " elements but the delta's has " +
-                            std::to_string(h.tensor_elements));
-  }
-  const uint64_t held = slice_elements(d.shape, d.slice);
-  if (dest.numel() != held) {
-    return invalid_argument(who + ": destination '" + dest.name + "' has " +
-                            std::to_string(dest.numel()) + " elements but slice " +
-                            describe_slice(d.slice) + " holds " + std::to_string(held));
-  }
-  ApplyRequest req;
-  req.first = h.range_offset;
-  for_each_slice_run(d.shape, d.slice, h.range_offset, h.range_offset + h.range_elements,
-                     [&](const SliceRun& r) {
-                       if (req.count == 0) req.first = r.global;
-                       req.count += r.count;
-                       return true;
-                     });
-  req.whole = req.count == h.range_elements;
-  if (o.caller_verifies) return req;  // no expected checksums: the caller checks the sum
-  if (!req.whole && (!o.part_base_checksum || !o.part_target_checksum)) {
-    return invalid_argument(who + ": slice " + describe_slice(d.slice) + " holds " +
-                            std::to_string(req.count) + " of the delta's " +
-                            std::to_string(h.range_elements) +
-                            " elements; give that part's base and target checksums");
-  }
-  req.expected_base = req.whole ? h.base_checksum : *o.part_base_checksum;
-  req.expected_target = req.whole ? h.target_checksum : *o.part_target_checksum;
-  return req;
-}
-
 }  // namespace
-
-Result<ApplyRequest> check_apply_request(const DeltaRecordView& record, const TensorRef& dest,
-                                         const ApplyOptions& o) {
-  const DeltaRecordHeader& h = record.header;
-  const std::string who = "tensor '" + h.name + "'";
-  RETURN_IF_ERROR(dest.validate());
-  if (dest.dtype != h.dtype) {
-    return invalid_argument(who + ": delta is " + std::string(dtype_name(h.dtype)) +
-                            " but destination '" + dest.name + "' is " +
-                            std::string(dtype_name(dest.dtype)));
-  }
-  const uint64_t range_end = h.range_offset + h.range_elements;
-  if (o.dest_slice != nullptr) return check_slice_request(record, dest, o);
-  ApplyRequest req;
-  req.first = o.dest_first_element.value_or(h.range_offset);
-  req.count = dest.numel();
-  const uint64_t first = req.first, count = req.count;
-  if (first < h.range_offset || first > range_end || count > range_end - first) {
-    return invalid_argument(who + ": destination covers elements [" + std::to_string(first) + ", " +
-                            std::to_string(first + count) + ") but the delta covers [" +
-                            std::to_string(h.range_offset) + ", " + std::to_string(range_end) +
-                            ")");
-  }
-  req.whole = first == h.range_offset && count == h.range_elements;
-  if (!req.whole && (!o.part_base_checksum || !o.part_target_checksum)) {
-    return invalid_argument(who + ": destination covers only [" + std::to_string(first) + ", " +
-                            std::to_string(first + count) +
-                            ") of the delta's range; give that part's base and target checksums");
-  }
-  req.expected_base = req.whole ? h.base_checksum : *o.part_base_checksum;
-  req.expected_target = req.whole ? h.target_checksum : *o.part_target_checksum;
-  return req;
-}
-
-Status base_mismatch(const DeltaRecordHeader& h, uint64_t current, uint64_t expected) {
-  return failed_precondition(
-      "tensor '" + h.name + "': destination checksum " + hex16(current) +
-      " is not the delta's base checksum " + hex16(expected) + " (version " +
-      std::to_string(h.base_version) +
-      "): refusing to apply; the destination holds another version (already applied, or a "
-      "different base)");
-}
-
-Status target_mismatch(const DeltaRecordHeader& h, uint64_t checksum, uint64_t expected) {
-  return checksum_mismatch("tensor '" + h.name + "': after applying, the checksum is " +
-                           hex16(checksum) + " but the delta's target checksum is " +
-                           hex16(expected) + " (version " + std::to_string(h.target_version) +
-                           "); the changes were reverted");
-}
 
 Result<ApplyReport> apply_delta_host(const DeltaRecordView& record, const TensorRef& dest,
                                      const ApplyOptions& o) {
@@ -312,6 +233,13 @@ Result<ApplyReport> apply_delta_host(const DeltaRecordView& record, const Tensor
   uint64_t current = 0;
   if (o.current_checksum || o.caller_verifies) {
     current = o.current_checksum.value_or(0);
+  } else if (o.record_slice != nullptr) {
+    // C() over the elements of the record's slice the destination holds.
+    const TensorSlice held =
+        o.dest_slice ? o.dest_slice->slice : TensorSlice::whole(o.record_slice->shape);
+    ASSIGN_OR_RETURN(const std::vector<uint64_t> sums,
+                     partial_checksums(dest, o.record_slice->shape, held, {o.record_slice->slice}));
+    current = sums[0];
   } else if (o.dest_slice != nullptr) {
     ASSIGN_OR_RETURN(current, slice_checksum(dest, *o.dest_slice, h.range_offset,
                                              h.range_offset + h.range_elements));
@@ -322,7 +250,7 @@ Result<ApplyReport> apply_delta_host(const DeltaRecordView& record, const Tensor
     return base_mismatch(h, current, expected_base);
   }
 
-  const ChunkApplier applier(record, dest, first, o.dest_slice);
+  const ChunkApplier applier(record, dest, first, o.dest_slice, o.record_slice);
   const uint32_t c0 = applier.first_chunk(), c1 = applier.end_chunk();
   std::vector<ChunkOutcome> outcomes(c1 - c0);
   for_chunks(o.pool, c0, c1, [&](uint32_t c) { applier.apply(c, &outcomes[c - c0]); });
@@ -362,7 +290,7 @@ Status revert_delta_host(const DeltaRecordView& record, const TensorRef& dest,
   const DeltaRecordHeader& h = record.header;
   RETURN_IF_ERROR(dest.validate());
   const uint64_t first = o.dest_first_element.value_or(h.range_offset);
-  const ChunkApplier applier(record, dest, first, o.dest_slice);
+  const ChunkApplier applier(record, dest, first, o.dest_slice, o.record_slice);
   const uint32_t c0 = applier.first_chunk(), c1 = applier.end_chunk();
   std::vector<ChunkOutcome> done(c1 - c0);
   for (auto& d : done) d.applied = true;

@@ -28,10 +28,7 @@ class ThreadPool;
 
 // A destination that holds a slice of the tensor (tensor_slice.h): `shape` is the tensor's
 // global shape and the destination's elements are the slice's, in its local order.
-struct SliceDestination {
-  std::vector<int64_t> shape;
-  TensorSlice slice;
-};
+using SliceDestination = ShapedSlice;
 
 // What undoing a successful apply needs besides the record: the old bits of the elements that
 // raw chunks overwrote (the other chunks hold differences, which revert by subtraction). About
@@ -56,6 +53,11 @@ struct ApplyOptions {
   // (then unused): the apply covers the slice's elements inside the record's range, and its
   // part checksums are C() over those. Host memory only (the CUDA codec refuses it by name).
   const SliceDestination* dest_slice = nullptr;
+  // The record holds this slice's elements (EncodeOptions::slice: a box a tensor-parallel
+  // rank owns): its positions are the slice's local indices, placed through the slice's
+  // index map. The destination is then the whole tensor (dest_first_element 0) or dest_slice.
+  // Host memory only.
+  const ShapedSlice* record_slice = nullptr;
   // Base and target checksums of the destination's part, required when it covers less than
   // the record's range.
   std::optional<uint64_t> part_base_checksum;

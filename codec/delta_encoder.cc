@@ -1,14 +1,32 @@
 #include "codec/delta_encoder.h"
 
 #include <cstring>
+#include <optional>
 
 #include "codec/base/thread_pool.h"
 #include "codec/checksum.h"
 #include "codec/host_codec.h"
+#include "codec/tensor_bytes.h"
 
 namespace weightcast {
 
 Result<DeltaRecordHeader> delta_header_for(const EncodeOptions& o, uint64_t range_elements) {
+  uint64_t slice_tensor_elements = 0;
+  if (o.slice != nullptr) {
+    const std::string who = "tensor '" + o.name + "'";
+    RETURN_IF_ERROR(check_slice(o.name, o.slice->shape, o.slice->slice));
+    ASSIGN_OR_RETURN(const uint64_t numel, shape_numel(o.slice->shape, who));
+    const uint64_t held = slice_elements(o.slice->shape, o.slice->slice);
+    if (o.range_offset != 0 || (o.tensor_elements != 0 && o.tensor_elements != numel) ||
+        held != range_elements) {
+      return invalid_argument(who + ": a record of slice " + describe_slice(o.slice->slice) +
+                              " takes its " + std::to_string(held) +
+                              " elements from range_offset 0 of the tensor's " +
+                              std::to_string(numel) + ", not " + std::to_string(range_elements) +
+                              " from " + std::to_string(o.range_offset));
+    }
+    slice_tensor_elements = numel;
+  }
   DeltaRecordHeader h;
   h.name = o.name;
   h.dtype = o.dtype;
@@ -16,6 +34,7 @@ Result<DeltaRecordHeader> delta_header_for(const EncodeOptions& o, uint64_t rang
   h.range_offset = o.range_offset;
   h.range_elements = range_elements;
   h.tensor_elements = o.tensor_elements != 0 ? o.tensor_elements : o.range_offset + range_elements;
+  if (o.slice != nullptr) h.tensor_elements = slice_tensor_elements;
   h.base_version = o.base_version;
   h.target_version = o.target_version;
   RETURN_IF_ERROR(h.validate());
@@ -23,6 +42,38 @@ Result<DeltaRecordHeader> delta_header_for(const EncodeOptions& o, uint64_t rang
 }
 
 namespace {
+
+// For a chunk of a slice's elements (EncodeOptions::slice), local indices [start, start +
+// length): its change of C() and its base part (when `base` is given) over the elements'
+// global indices, and on_changes once per run of consecutive global indices.
+void slice_chunk_sums(const SliceIndexMap& map, const EncodeOptions& o, const uint8_t* old_bytes,
+                      const uint8_t* new_bytes, uint64_t start, uint32_t length, size_t es,
+                      const uint32_t* positions, uint64_t* base, EncodedChunk* chunk) {
+  const uint32_t n = chunk->changed;
+  thread_local std::vector<uint32_t> run_positions;
+  uint64_t change = 0;
+  uint32_t k = 0;
+  if (base != nullptr) *base = 0;
+  map.for_each_run(start, start + length, [&](const SliceRun& run) {
+    const uint64_t at = run.local - start;  // the run's first position in the chunk
+    if (base != nullptr)
+      *base += checksum_range(old_bytes + run.local * es, es, run.count, run.global);
+    run_positions.clear();
+    for (; k < n && positions[k] < at + run.count; ++k) {
+      uint64_t was = 0, now = 0;
+      std::memcpy(&was, old_bytes + (start + positions[k]) * es, es);
+      std::memcpy(&now, new_bytes + (start + positions[k]) * es, es);
+      change += checksum_change(run.global + (positions[k] - at), was, now, es);
+      run_positions.push_back(static_cast<uint32_t>(positions[k] - at));
+    }
+    if (o.on_changes && !run_positions.empty()) {
+      o.on_changes(run.global, run_positions.data(), static_cast<uint32_t>(run_positions.size()),
+                   old_bytes + run.local * es, new_bytes + run.local * es);
+    }
+    return true;
+  });
+  chunk->checksum_change = change;
+}
 
 // encode_delta; when `advance` is set, `old_bytes` is that buffer and each changed chunk is
 // copied from new to old once encoded.
@@ -43,6 +94,8 @@ Result<EncodedDelta> encode(std::span<const uint8_t> old_bytes, std::span<const 
   ASSIGN_OR_RETURN(out.header, delta_header_for(o, old_bytes.size() / es));
   DeltaRecordHeader& h = out.header;
 
+  std::optional<SliceIndexMap> slice_map;
+  if (o.slice != nullptr) slice_map.emplace(o.slice->shape, o.slice->slice);
   const uint32_t chunk_count = h.chunk_count();
   std::vector<EncodedChunk> chunks(chunk_count);
   // Without a tracked base checksum, each chunk's part is computed right after its scan,
@@ -55,13 +108,20 @@ Result<EncodedDelta> encode(std::span<const uint8_t> old_bytes, std::span<const 
     const uint32_t length = h.chunk_length(static_cast<uint32_t>(c));
     encode_chunk(old_bytes.data() + start * es, new_bytes.data() + start * es, length, es,
                  h.range_offset + start, o.allowed_modes, scratch, &chunks[c]);
-    if (o.on_changes && chunks[c].changed != 0) {
-      o.on_changes(h.range_offset + start, scratch.positions.data(), chunks[c].changed,
-                   old_bytes.data() + start * es, new_bytes.data() + start * es);
-    }
-    if (compute_base) {
-      base_parts[c] =
-          checksum_range(old_bytes.data() + start * es, es, length, h.range_offset + start);
+    if (slice_map) {
+      // The chunk's elements are a slice's, not consecutive in the tensor.
+      slice_chunk_sums(*slice_map, o, old_bytes.data(), new_bytes.data(), start, length, es,
+                       scratch.positions.data(), compute_base ? &base_parts[c] : nullptr,
+                       &chunks[c]);
+    } else {
+      if (o.on_changes && chunks[c].changed != 0) {
+        o.on_changes(h.range_offset + start, scratch.positions.data(), chunks[c].changed,
+                     old_bytes.data() + start * es, new_bytes.data() + start * es);
+      }
+      if (compute_base) {
+        base_parts[c] =
+            checksum_range(old_bytes.data() + start * es, es, length, h.range_offset + start);
+      }
     }
     if (advance != nullptr && chunks[c].changed != 0) {
       std::memcpy(advance + start * es, new_bytes.data() + start * es, size_t{length} * es);

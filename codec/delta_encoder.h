@@ -14,6 +14,7 @@
 #include "codec/delta_format.h"
 #include "codec/dtype.h"
 #include "codec/tensor_ref.h"
+#include "codec/tensor_slice.h"
 
 namespace weightcast {
 
@@ -28,6 +29,13 @@ struct EncodeOptions {
   // tensor_elements elements (0: the range is the whole tensor).
   uint64_t range_offset = 0;
   uint64_t tensor_elements = 0;
+  // The buffers hold this slice's elements in its local order (a box a tensor-parallel rank
+  // owns, whose rows are not consecutive in the tensor): the record's range is the slice's
+  // local indices [0, count) with range_offset 0 (tensor_elements: the shape's), and its
+  // checksums are C() over the elements' global indices, the slice's share of the tensor's,
+  // as a flat range's are. on_changes is called per run of consecutive global indices. Host
+  // buffers only (the CUDA encoder refuses it).
+  const ShapedSlice* slice = nullptr;
   uint32_t chunk_elements = kDefaultChunkElements;
   uint32_t allowed_modes = kAllowAllModes;
   // C() of the old range when the caller tracks it (a publisher knows it from the previous

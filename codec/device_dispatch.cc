@@ -31,6 +31,11 @@ Status revert_delta(const DeltaRecordView& record, const TensorRef& dest, const 
 Result<EncodedDelta> encode_delta_views(const TensorRef& old_view, const TensorRef& new_view,
                                         const EncodeOptions& options) {
   if (old_view.memory == MemoryKind::kCuda || new_view.memory == MemoryKind::kCuda) {
+    if (options.slice != nullptr) {
+      return invalid_argument("tensor '" + options.name + "': a record of slice " +
+                              describe_slice(options.slice->slice) +
+                              " is encoded from host memory; copy the CUDA views to the host");
+    }
     return cuda_codec::encode_delta(old_view, new_view, options);
   }
   return encode_delta_views_host(old_view, new_view, options);

@@ -252,6 +252,31 @@ std::optional<uint64_t> SliceLocator::local(uint64_t global) const {
   return local;
 }
 
+SliceIndexMap::SliceIndexMap(const std::vector<int64_t>& shape, const TensorSlice& slice)
+    : shape_(shape),
+      strides_(strides_of(shape)),
+      slice_(slice),
+      flat_(slice.kind == TensorSlice::Kind::kFlat) {}
+
+uint64_t SliceIndexMap::global(uint64_t local) const {
+  if (flat_) return slice_.begin + local;
+  uint64_t g = 0;
+  for (size_t e = shape_.size(); e-- > 0;) {
+    const auto z = static_cast<uint64_t>(slice_.sizes[e]);
+    g += (static_cast<uint64_t>(slice_.offsets[e]) + local % z) * strides_[e];
+    local /= z;
+  }
+  return g;
+}
+
+void SliceIndexMap::for_each_run(uint64_t lo, uint64_t hi,
+                                 const std::function<bool(const SliceRun&)>& fn) const {
+  if (lo >= hi) return;
+  // Local order is ascending global order, so local [lo, hi) is the slice's elements between
+  // the globals of its ends.
+  for_each_slice_run(shape_, slice_, global(lo), global(hi - 1) + 1, fn);
+}
+
 void for_each_shared_run(const std::vector<int64_t>& shape, const TensorSlice& a,
                          const TensorSlice& b, const std::function<bool(const SharedRun&)>& fn) {
   bool go_on = true;

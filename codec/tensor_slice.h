@@ -90,6 +90,29 @@ class SliceLocator {
   bool one_run_ = false;  // the slice is the global indices [first_, end_)
 };
 
+// Maps a slice's local indices to global flat indices in O(dimensions): what a record of a
+// slice's elements (EncodeOptions::slice) needs to place them and to weigh them in C().
+class SliceIndexMap {
+ public:
+  SliceIndexMap(const std::vector<int64_t>& shape, const TensorSlice& slice);
+  uint64_t global(uint64_t local) const;
+  // The slice's runs holding local indices [lo, hi) (lo < hi <= its elements), clipped to
+  // them, ascending; fn returns false to stop.
+  void for_each_run(uint64_t lo, uint64_t hi, const std::function<bool(const SliceRun&)>& fn) const;
+
+ private:
+  std::vector<int64_t> shape_;
+  std::vector<uint64_t> strides_;  // row-major, of the global shape
+  TensorSlice slice_;
+  bool flat_ = false;
+};
+
+// A slice together with the global shape it cuts.
+struct ShapedSlice {
+  std::vector<int64_t> shape;
+  TensorSlice slice;
+};
+
 // Elements both slices hold: `count` elements at global index `global`, local index `local_a`
 // in `a` and `local_b` in `b`, ascending; fn returns false to stop.
 struct SharedRun {
