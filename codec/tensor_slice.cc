@@ -289,7 +289,11 @@ void for_each_shared_run(const std::vector<int64_t>& shape, const TensorSlice& a
   });
 }
 
-Status check_tiling(const std::string& tensor, const std::vector<RankSlice>& slices) {
+bool slices_meet(const std::vector<int64_t>& shape, const TensorSlice& a, const TensorSlice& b) {
+  return first_shared(shape, a, b).has_value();
+}
+
+Status check_tiling(const std::string& tensor, const std::vector<RankSlice>& slices, bool whole) {
   if (slices.empty()) return invalid_argument("tensor '" + tensor + "': no rank holds a slice");
   const RankSlice& ref = slices.front();
   for (const auto& s : slices) {
@@ -318,7 +322,7 @@ Status check_tiling(const std::string& tensor, const std::vector<RankSlice>& sli
     }
   }
   const uint64_t total = elements_of(ref.shape);
-  if (held != total) {
+  if (whole && held != total) {
     const uint64_t hole = first_hole(ref.shape, slices);
     return invalid_argument("tensor '" + tensor + "' " + shape_text(ref.shape) +
                             ": no rank holds element " + describe_element(ref.shape, hole) +

@@ -133,6 +133,10 @@ struct RankSlice {
 // tensor `tensor` exactly: every rank declared the same global shape and dtype, every slice
 // lies inside it, no element is held twice and none is missing. Errors name the tensor, the
 // ranks and the element at fault.
-[[nodiscard]] Status check_tiling(const std::string& tensor, const std::vector<RankSlice>& slices);
+// With `whole` false only the overlaps are refused (the slices of some of the ranks).
+[[nodiscard]] Status check_tiling(const std::string& tensor, const std::vector<RankSlice>& slices,
+                                  bool whole = true);
+// Whether two slices of a tensor of `shape` share an element.
+bool slices_meet(const std::vector<int64_t>& shape, const TensorSlice& a, const TensorSlice& b);
 
 }  // namespace weightcast

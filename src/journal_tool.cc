@@ -178,6 +178,7 @@ Result<nlohmann::json> journal_inspect(const std::string& root, std::optional<ui
                             {"range_offset", r.range_offset()},
                             {"range_elements", r.range_elements()},
                             {"checksum", r.checksum()}};
+          if (r.has_box()) jr["box"] = describe_slice(range_slice(r));
           if (r.changed()) {
             jr["changed_elements"] = r.changed_elements();
             jr["part"] = r.part();

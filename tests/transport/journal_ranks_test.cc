@@ -198,7 +198,8 @@ Result<PublishReport> publish_split(JournalWriter* writer, const std::string& ro
       const auto tensors = after.tensors();
       const size_t es = dtype_size(tensors[o.tensor].dtype);
       RETURN_IF_ERROR((*w)->add_unchanged_range(
-          tensors[o.tensor].name, tensors[o.tensor].dtype, *rank3_shape, o.first, o.count,
+          tensors[o.tensor].name, tensors[o.tensor].dtype, *rank3_shape,
+          TensorSlice::flat(o.first, o.first + o.count),
           checksum_range(after.bytes(o.tensor).data() + o.first * es, es, o.count, o.first)));
       RETURN_IF_ERROR((*w)->finish());
       continue;

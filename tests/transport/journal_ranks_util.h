@@ -76,7 +76,7 @@ inline Status write_fragment(const std::string& root, uint64_t v, uint32_t rank,
     }
     if (es == 8) {
       RETURN_IF_ERROR(w->add_unchanged_range(
-          t.name, t.dtype, t.shape, o.first, o.count,
+          t.name, t.dtype, t.shape, TensorSlice::flat(o.first, o.first + o.count),
           checksum_range(new_bytes.data() + o.first * es, es, o.count, o.first)));
       continue;
     }

@@ -53,6 +53,8 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
   std::map<uint32_t, std::vector<uint8_t>> parts;
   std::deque<std::vector<uint8_t>> owned_records;  // records read alone (load_record)
   std::vector<std::pair<size_t, DeltaRecordView>> records;
+  std::deque<ShapedSlice> box_slices;
+  std::vector<const ShapedSlice*> boxes;  // per record: the box it covers, else null
   for (size_t i = 0; i < destinations_.size(); ++i) {
     const auto& t = m.tensors(static_cast<int>(i));
     if (!t.changed()) {
@@ -65,8 +67,10 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
     // Where a record lies and what it must say: the tensor's one record, or each changed
     // range of a tensor several publisher ranks wrote (range_records.h).
     const bool ranged = !t.ranges().empty();
+    const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
     const auto take = [&](uint32_t part, uint64_t offset, uint64_t size, uint64_t first,
-                          uint64_t count, uint64_t base, uint64_t target) -> Status {
+                          uint64_t count, uint64_t base, uint64_t target,
+                          const proto::RangeRecord* range) -> Status {
       std::span<const uint8_t> bytes;
       std::optional<std::vector<uint8_t>> alone;
       if (ranged && load_record) {
@@ -98,10 +102,13 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
         return data_loss(what + ": record of '" + t.name() + "' disagrees with the manifest");
       }
       records.emplace_back(i, std::move(*record));
+      boxes.push_back(range != nullptr && range->has_box()
+                          ? &box_slices.emplace_back(ShapedSlice{shape, range_slice(*range)})
+                          : nullptr);
       return ok_status();
     };
     if (!ranged) {
-      RETURN_IF_ERROR(take(t.part(), t.offset(), t.bytes(), 0, 0, 0, t.checksum()));
+      RETURN_IF_ERROR(take(t.part(), t.offset(), t.bytes(), 0, 0, 0, t.checksum(), nullptr));
       continue;
     }
     RETURN_IF_ERROR(check_ranged_destination(i, t, what));
@@ -111,11 +118,12 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
     for (const auto& r : t.ranges()) {
       if (!r.changed()) continue;
       if (span && (r.range_offset() >= span->end() ||
-                   r.range_offset() + r.range_elements() <= span->first())) {
+                   (!r.has_box() && r.range_offset() + r.range_elements() <= span->first()) ||
+                   (r.has_box() && !slices_meet(shape, slices_[i]->slice, range_slice(r))))) {
         continue;
       }
-      RETURN_IF_ERROR(take(r.part(), r.offset(), r.bytes(), r.range_offset(), r.range_elements(),
-                           r.base_checksum(), r.checksum()));
+      RETURN_IF_ERROR(take(r.part(), r.offset(), r.bytes(), record_range_offset(r),
+                           r.range_elements(), r.base_checksum(), r.checksum(), &r));
     }
   }
   if (records.empty()) {
@@ -139,6 +147,7 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
     a.pool = pool;
     a.undo = &undo[k];
     place(i, &a);
+    a.record_slice = boxes[k];
     if (a.dest_slice != nullptr) {
       a.part_base_checksum = checksums_[i];
       a.part_target_checksum = targets[i];
@@ -153,9 +162,10 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
       return;
     }
     if (ranged(m, i)) {
-      // Its range's elements of the tensor, from the range's base (their sum was checked).
+      // Its range's elements of the tensor (a box's through its index map), from the range's
+      // base (their sum was checked).
       a.current_checksum = record.header.base_checksum;
-      done[k] = apply_delta(record, range_view(i, record.header), a);
+      done[k] = apply_delta(record, boxes[k] ? refs_[i] : range_view(i, record.header), a);
       return;
     }
     done[k] = apply_delta(record, refs_[i], a);
@@ -196,7 +206,7 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
     return ok_status();
   }
   const std::string base = std::to_string(m.base_version());
-  Status reverted = revert_applied(m, records, undo, done, &written);
+  Status reverted = revert_applied(m, records, boxes, undo, done, &written);
   bytes_written_ += written;
   if (!reverted.ok()) {
     held_.reset();  // the destinations are between versions: an anchor brings them back
@@ -209,51 +219,6 @@ Status CatchUpReader::apply_delta_manifest(const proto::StepManifest& m, const s
   return Status(failure.code(),
                 what + ": " + failure.message() + "; the " + std::to_string(applied) +
                     " tensors already applied were reverted: version " + base + " is held");
-}
-
-Status CatchUpReader::revert_applied(const proto::StepManifest& m,
-                                     std::span<const std::pair<size_t, DeltaRecordView>> records,
-                                     std::span<const ApplyUndo> undo,
-                                     std::span<const std::optional<Result<ApplyReport>>> done,
-                                     uint64_t* written) {
-  Status first_error;
-  const auto verify = [&](size_t i) {
-    auto now = current_checksum(i);
-    if (!now.ok()) return now.status();
-    if (*now != checksums_[i]) {
-      return checksum_mismatch("tensor '" + refs_[i].name + "' holds checksum " + hex16(*now) +
-                               " after the revert, not the held " + hex16(checksums_[i]));
-    }
-    return ok_status();
-  };
-  // A tensor of several range records is verified once, after the last of them that ran is
-  // reverted (records are reverted last first; a tensor's records are consecutive).
-  const auto last_of_tensor = [&](size_t k) {
-    for (size_t j = k; j-- > 0 && records[j].first == records[k].first;) {
-      if (done[j]) return false;
-    }
-    return true;
-  };
-  for (size_t k = records.size(); k-- > 0;) {
-    const auto& [i, record] = records[k];
-    if (!done[k]) continue;  // never ran: untouched
-    if (!done[k]->ok()) {
-      // A tensor that failed reverted itself (apply_delta's contract); a CUDA error may have
-      // kept it from doing so, which its checksum shows.
-      Status s = last_of_tensor(k) ? verify(i) : ok_status();
-      if (!s.ok() && first_error.ok()) first_error = s;
-      continue;
-    }
-    ApplyOptions a;
-    a.pool = options_.pool;
-    place(i, &a);
-    const bool range = ranged(m, i) && !slices_[i];  // a slice is reverted as it was applied
-    Status s = revert_delta(record, range ? range_view(i, record.header) : refs_[i], undo[k], a);
-    if (s.ok() && last_of_tensor(k)) s = verify(i);
-    if (s.ok()) *written += (*done[k])->changed * refs_[i].element_size();
-    if (!s.ok() && first_error.ok()) first_error = s;
-  }
-  return first_error;
 }
 
 Status CatchUpReader::adopt(uint64_t version) {

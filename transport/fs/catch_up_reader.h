@@ -182,9 +182,10 @@ class CatchUpReader {
                               const PartLoader& load_part, const RecordLoader& load_record = {});
   // After some records of a version failed (done[k] their outcomes): reverts the applied
   // ones and checks every touched tensor is back at its held checksum.
+  // boxes[k]: the box record k covers (range_records.h), else null.
   Status revert_applied(const proto::StepManifest& m,
                         std::span<const std::pair<size_t, DeltaRecordView>> records,
-                        std::span<const ApplyUndo> undo,
+                        std::span<const ShapedSlice* const> boxes, std::span<const ApplyUndo> undo,
                         std::span<const std::optional<Result<ApplyReport>>> done,
                         uint64_t* written);
   Status run_deltas(uint64_t from_exclusive, uint64_t target, CatchUpReport* report);

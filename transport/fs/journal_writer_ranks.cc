@@ -9,6 +9,7 @@
 #include "codec/base/hex.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/journal_writer.h"
+#include "transport/fs/range_records.h"
 #include "transport/fs/rank_anchor.h"
 #include "transport/fs/rank_fragments.h"
 
@@ -106,7 +107,16 @@ Result<PublishReport> JournalWriter::publish_rank_anchor(uint64_t version, uint3
                                           " wrote tensor '" + t.name() + "', not in the anchor"));
       }
       for (const auto& r : t.ranges()) {
-        Status s = anchor->mark_written(it->second, r.range_offset(), r.range_elements());
+        Status s;
+        if (r.has_box()) {  // its rows, each a run of the file's elements
+          for_each_slice_run(anchor->tensor(it->second).shape, range_slice(r),
+                             [&](const SliceRun& run) {
+                               s = anchor->mark_written(it->second, run.global, run.count);
+                               return s.ok();
+                             });
+        } else {
+          s = anchor->mark_written(it->second, r.range_offset(), r.range_elements());
+        }
         if (!s.ok()) return refuse(s.with_context("rank " + std::to_string(rank)));
         sums[it->second] += r.checksum();
       }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "codec/base/status.h"
+#include "codec/tensor_slice.h"
 #include "weightcast/journal.pb.h"
 
 namespace weightcast {
@@ -19,9 +20,13 @@ enum class RangeCoverage {
 };
 
 inline constexpr size_t kMaxRangesPerTensor = 65536;
+// Boxes are checked against each other pairwise, so a tensor holds fewer of them.
+inline constexpr size_t kMaxBoxRangesPerTensor = 4096;
 
-// Tensor `t` (of `numel` elements) of manifest `m`: at most kMaxRangesPerTensor ranges, in
-// ascending order, not overlapping, inside the tensor, each changed one's record inside its
+// Tensor `t` (of `numel` elements) of manifest `m`: at most kMaxRangesPerTensor ranges
+// (kMaxBoxRangesPerTensor when one is a box), in ascending order of their first element, not
+// overlapping, inside the tensor (a box with its first element and volume as range_offset and
+// range_elements), each changed one's record inside its
 // part (raw bytes), changed_elements within its range; with kWhole also no hole, and the
 // tensor's checksum, changed flag and changed_elements the ranges' sums. Errors (kDataLoss)
 // name `what`, the tensor and the range.
@@ -33,7 +38,15 @@ inline constexpr size_t kMaxRangesPerTensor = 65536;
 // when the ranges tile it.
 uint64_t ranges_base_checksum(const proto::TensorState& t);
 
-// "rank 3 [100, 200)".
+// "rank 3 [100, 200)", or "rank 3 [0:4, 8:16]" for a box.
 std::string describe_range(const proto::RangeRecord& r);
+
+// The elements a range covers: its box, or the flat range.
+TensorSlice range_slice(const proto::RangeRecord& r);
+// Where its record's range starts: 0 for a box (the record's positions are the box's local
+// indices), else the range's first global index.
+inline uint64_t record_range_offset(const proto::RangeRecord& r) {
+  return r.has_box() ? 0 : r.range_offset();
+}
 
 }  // namespace weightcast

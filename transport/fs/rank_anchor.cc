@@ -65,13 +65,8 @@ RankAnchorWriter::~RankAnchorWriter() {
 Result<uint64_t> RankAnchorWriter::write(const std::string& name, uint64_t first_element,
                                          std::span<const uint8_t> bytes) {
   const std::string who = "rank " + std::to_string(rank_) + ", tensor '" + name + "'";
-  if (finished_) return failed_precondition(who + ": the anchor part is finished");
-  const auto at = spec_at_.find(name);
-  if (at == spec_at_.end()) return invalid_argument(who + ": not a tensor of the anchor");
-  const size_t i = at->second;
-  const SafetensorsTensorSpec& spec = specs_[i];
-  const AnchorTensorPlan& t = plan_.tensors[i];
-  const uint64_t es = dtype_size(spec.dtype), numel = t.bytes / es;
+  ASSIGN_OR_RETURN(const size_t i, tensor_index(name, who));
+  const uint64_t es = dtype_size(specs_[i].dtype), numel = plan_.tensors[i].bytes / es;
   const uint64_t count = bytes.size() / es;
   if (bytes.size() % es != 0 || first_element > numel || count > numel - first_element) {
     return invalid_argument(who + ": " + std::to_string(bytes.size()) + " bytes at element " +
@@ -79,29 +74,76 @@ Result<uint64_t> RankAnchorWriter::write(const std::string& name, uint64_t first
                             std::to_string(numel));
   }
   if (count == 0) return uint64_t{0};
+  RETURN_IF_ERROR(write_run(i, who, first_element, bytes.data(), count));
+  const uint64_t c = checksum_range(bytes.data(), es, count, first_element);
+  proto::RangeRecord* r = add_range(i, c);
+  r->set_range_offset(first_element);
+  r->set_range_elements(count);
+  return c;
+}
+
+Result<uint64_t> RankAnchorWriter::write_box(const std::string& name, const TensorSlice& box,
+                                             std::span<const uint8_t> bytes) {
+  const std::string who = "rank " + std::to_string(rank_) + ", tensor '" + name + "'";
+  ASSIGN_OR_RETURN(const size_t i, tensor_index(name, who));
+  const SafetensorsTensorSpec& spec = specs_[i];
+  const uint64_t es = dtype_size(spec.dtype);
+  RETURN_IF_ERROR(check_slice(name, spec.shape, box));
+  const uint64_t count = slice_elements(spec.shape, box);
+  if (box.kind != TensorSlice::Kind::kBox || count == 0 || bytes.size() != count * es) {
+    return invalid_argument(who + ": " + std::to_string(bytes.size()) + " bytes are not box " +
+                            describe_slice(box) + "'s elements");
+  }
+  // A box's rows are runs of consecutive elements in the file (row-major, as the tensor).
+  uint64_t c = 0;
+  Status written;
+  for_each_slice_run(spec.shape, box, [&](const SliceRun& run) {
+    written = write_run(i, who, run.global, bytes.data() + run.local * es, run.count);
+    c += checksum_range(bytes.data() + run.local * es, es, run.count, run.global);
+    return written.ok();
+  });
+  RETURN_IF_ERROR(written);
+  proto::RangeRecord* r = add_range(i, c);
+  *r->mutable_box() = slice_to_proto(box);
+  r->set_range_offset(SliceLocator(spec.shape, box).first());
+  r->set_range_elements(count);
+  return c;
+}
+
+Result<size_t> RankAnchorWriter::tensor_index(const std::string& name,
+                                              const std::string& who) const {
+  if (finished_) return failed_precondition(who + ": the anchor part is finished");
+  const auto at = spec_at_.find(name);
+  if (at == spec_at_.end()) return invalid_argument(who + ": not a tensor of the anchor");
+  return at->second;
+}
+
+Status RankAnchorWriter::write_run(size_t i, const std::string& who, uint64_t first_element,
+                                   const uint8_t* data, uint64_t count) {
+  const AnchorTensorPlan& t = plan_.tensors[i];
+  const uint64_t es = dtype_size(specs_[i].dtype);
   const AnchorShardPlan& shard = plan_.shards[t.shard];
   int& fd = fds_[t.shard];
   if (fd < 0) {
     fd = ::open(shard.path.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0) return anchor_errno_error(who + ": cannot open", shard.path, 0);
   }
-  RETURN_IF_ERROR(pwrite_all(fd, shard.path, bytes, t.offset + first_element * es));
+  return pwrite_all(fd, shard.path, {data, count * es}, t.offset + first_element * es);
+}
+
+proto::RangeRecord* RankAnchorWriter::add_range(size_t i, uint64_t checksum) {
   if (state_at_[i] < 0) {
     state_at_[i] = fragment_.tensors_size();
     proto::TensorState* added = fragment_.add_tensors();
-    added->set_name(name);
-    added->set_dtype(dtype_to_proto(spec.dtype));
-    for (const int64_t d : spec.shape) added->add_shape(d);
+    added->set_name(specs_[i].name);
+    added->set_dtype(dtype_to_proto(specs_[i].dtype));
+    for (const int64_t d : specs_[i].shape) added->add_shape(d);
   }
-  proto::TensorState* state = fragment_.mutable_tensors(state_at_[i]);
-  proto::RangeRecord* r = state->add_ranges();
+  proto::RangeRecord* r = fragment_.mutable_tensors(state_at_[i])->add_ranges();
   r->set_rank(rank_);
-  r->set_range_offset(first_element);
-  r->set_range_elements(count);
-  const uint64_t c = checksum_range(bytes.data(), es, count, first_element);
-  r->set_base_checksum(c);
-  r->set_checksum(c);
-  return c;
+  r->set_base_checksum(checksum);
+  r->set_checksum(checksum);
+  return r;
 }
 
 void RankAnchorWriter::add_slice_share(const std::string& tensor, const TensorSlice& slice,

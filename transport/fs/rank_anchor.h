@@ -54,6 +54,11 @@ class RankAnchorWriter {
   // elements, a range past the tensor's end.
   Result<uint64_t> write(const std::string& name, uint64_t first_element,
                          std::span<const uint8_t> bytes);
+  // Writes `bytes` (box `box`'s elements in its local order: row-major within the box) row by
+  // row at their offsets in tensor `name`'s shard file, and lists the range as that box;
+  // returns its C() (with global indices).
+  Result<uint64_t> write_box(const std::string& name, const TensorSlice& box,
+                             std::span<const uint8_t> bytes);
   // The rank's share of C() over a slice an engine layout cuts (codec/slice_checksum.h).
   void add_slice_share(const std::string& tensor, const TensorSlice& slice, uint64_t share);
   // fsyncs the shard files it wrote and puts its fragment in place. Once.
@@ -61,6 +66,12 @@ class RankAnchorWriter {
 
  private:
   RankAnchorWriter() = default;
+  Result<size_t> tensor_index(const std::string& name, const std::string& who) const;
+  // pwrites `count` elements of tensor `i` from `data` at element first_element.
+  Status write_run(size_t i, const std::string& who, uint64_t first_element, const uint8_t* data,
+                   uint64_t count);
+  // Lists a new range of tensor `i` with C() `checksum`; the caller says where it lies.
+  proto::RangeRecord* add_range(size_t i, uint64_t checksum);
 
   JournalLayout layout_{""};
   uint32_t rank_ = 0;

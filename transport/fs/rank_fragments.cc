@@ -88,8 +88,27 @@ Result<std::unique_ptr<RankFragmentWriter>> RankFragmentWriter::open(const std::
   return w;
 }
 
+namespace {
+
+// A range record of box `box`: named by its first element and volume (range_records.h).
+Status set_box(const std::string& name, const std::vector<int64_t>& shape, const TensorSlice& box,
+               proto::RangeRecord* r) {
+  RETURN_IF_ERROR(check_slice(name, shape, box));
+  if (box.kind != TensorSlice::Kind::kBox || slice_elements(shape, box) == 0) {
+    return invalid_argument("tensor '" + name + "': " + describe_slice(box) +
+                            " is not a box with elements");
+  }
+  *r->mutable_box() = slice_to_proto(box);
+  r->set_range_offset(SliceLocator(shape, box).first());
+  r->set_range_elements(slice_elements(shape, box));
+  return ok_status();
+}
+
+}  // namespace
+
 Status RankFragmentWriter::add_range(const std::string& name, DType dtype,
-                                     const std::vector<int64_t>& shape, const EncodedDelta& delta) {
+                                     const std::vector<int64_t>& shape, const EncodedDelta& delta,
+                                     const TensorSlice* box) {
   const DeltaRecordHeader& h = delta.header;
   if (h.name != name || h.dtype != dtype || h.base_version + 1 != version_ ||
       h.target_version != version_) {
@@ -102,6 +121,7 @@ Status RankFragmentWriter::add_range(const std::string& name, DType dtype,
   proto::RangeRecord r;
   r.set_range_offset(h.range_offset);
   r.set_range_elements(h.range_elements);
+  if (box != nullptr) RETURN_IF_ERROR(set_box(name, shape, *box, &r));
   r.set_base_checksum(h.base_checksum);
   r.set_checksum(h.target_checksum);
   r.set_changed_elements(h.changed);
@@ -109,11 +129,15 @@ Status RankFragmentWriter::add_range(const std::string& name, DType dtype,
 }
 
 Status RankFragmentWriter::add_unchanged_range(const std::string& name, DType dtype,
-                                               const std::vector<int64_t>& shape, uint64_t first,
-                                               uint64_t count, uint64_t checksum) {
+                                               const std::vector<int64_t>& shape,
+                                               const TensorSlice& range, uint64_t checksum) {
   proto::RangeRecord r;
-  r.set_range_offset(first);
-  r.set_range_elements(count);
+  if (range.kind == TensorSlice::Kind::kBox) {
+    RETURN_IF_ERROR(set_box(name, shape, range, &r));
+  } else {
+    r.set_range_offset(range.begin);
+    r.set_range_elements(range.end - range.begin);
+  }
   r.set_base_checksum(checksum);
   r.set_checksum(checksum);
   ASSIGN_OR_RETURN(const uint64_t numel, shape_numel(shape, "tensor '" + name + "'"));
@@ -305,9 +329,7 @@ Result<proto::StepManifest> merge_rank_fragments(const JournalLayout& layout,
         proto::RangeRecord* kept = t->add_ranges();
         *kept = r;
         if (r.changed()) kept->set_part(first_part + r.part());
-        owned[it->second].push_back(
-            {rank, shape, *dtype_from_proto(ft.dtype()),
-             TensorSlice::flat(r.range_offset(), r.range_offset() + r.range_elements())});
+        owned[it->second].push_back({rank, shape, *dtype_from_proto(ft.dtype()), range_slice(r)});
       }
     }
     for (const auto& s : f.slice_checksums()) {

@@ -69,14 +69,16 @@ class RankFragmentWriter {
 
   // Adds the rank's range of tensor `name` (`dtype`, global `shape`): `delta` is the range's
   // record from version - 1 to version (EncodeOptions range_offset and tensor_elements), whose
-  // header gives the range, its checksums and changes. A range without changes is listed, its
-  // record not stored. A rank may own several ranges of one tensor; add them in any order.
+  // header gives the range, its checksums and changes; with `box`, the record of that box
+  // (EncodeOptions::slice). A range without changes is listed, its record not stored. A rank
+  // may own several ranges of one tensor; add them in any order.
   Status add_range(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
-                   const EncodedDelta& delta);
+                   const EncodedDelta& delta, const TensorSlice* box = nullptr);
   // A range that did not change from version - 1 (or a type the delta codec does not encode,
-  // which may not change): listed with its checksum C(), no record.
+  // which may not change): listed with its checksum C(), no record. `range` is a flat range
+  // or a box.
   Status add_unchanged_range(const std::string& name, DType dtype,
-                             const std::vector<int64_t>& shape, uint64_t first, uint64_t count,
+                             const std::vector<int64_t>& shape, const TensorSlice& range,
                              uint64_t checksum);
   // The rank's share of C() over a slice an engine layout cuts (codec/slice_checksum.h
   // partial_checksums): the writer adds up the shares of every rank that lists one.

@@ -16,6 +16,78 @@
 #include "transport/fs/slice_checksums.h"
 
 namespace weightcast {
+namespace {
+
+// A range, or a box, that holds its elements as one run of global indices is a flat range.
+OwnedRange flattened(const std::vector<int64_t>& shape, OwnedRange r) {
+  if (!r.box) return r;
+  const SliceLocator at(shape, *r.box);
+  if (at.end() - at.first() != r.count) return r;
+  r.first = at.first();
+  r.box.reset();
+  return r;
+}
+
+// Range `r` of tensor `t`, checked, as pieces of at most `piece` elements (0: whole), each
+// its own range record: an engine rank reads only the records its slice meets, so a long range
+// costs it no more than the pieces it needs. A box is cut along its first dimension longer
+// than 1 (whose rows are then consecutive in its memory); a piece is at least one such row.
+Result<std::vector<OwnedRange>> owned_pieces(const SafetensorsTensorSpec& t, OwnedRange r,
+                                             uint64_t piece, const std::string& who) {
+  const std::string tensor = who + ": tensor '" + r.name + "'";
+  ASSIGN_OR_RETURN(const uint64_t numel, shape_numel(t.shape, "tensor '" + r.name + "'"));
+  const size_t es = dtype_size(t.dtype);
+  std::vector<OwnedRange> out;
+  if (r.box) {
+    if (Status valid = check_slice(r.name, t.shape, *r.box); !valid.ok()) {
+      return invalid_argument(who + ": " + valid.message());
+    }
+    const uint64_t volume = slice_elements(t.shape, *r.box);
+    if (r.box->kind != TensorSlice::Kind::kBox || volume == 0 || r.data == nullptr ||
+        (r.count != 0 && r.count != volume)) {
+      return invalid_argument(tensor + " box " + describe_slice(*r.box) +
+                              " is not a box, is empty, has no memory, or holds " +
+                              std::to_string(volume) + " elements, not " + std::to_string(r.count));
+    }
+    r.count = volume;
+    const TensorSlice& box = *r.box;
+    size_t d = 0;
+    while (d + 1 < box.sizes.size() && box.sizes[d] == 1) ++d;
+    uint64_t inner = 1;
+    for (size_t e = d + 1; e < box.sizes.size(); ++e) inner *= static_cast<uint64_t>(box.sizes[e]);
+    const auto rows = static_cast<uint64_t>(box.sizes.empty() ? 1 : box.sizes[d]);
+    const uint64_t step = piece == 0 ? rows : std::max<uint64_t>(1, piece / inner);
+    for (uint64_t j = 0; j < rows; j += step) {
+      OwnedRange cut = r;
+      if (!box.sizes.empty()) {
+        cut.box->offsets[d] += static_cast<int64_t>(j);
+        cut.box->sizes[d] = static_cast<int64_t>(std::min(step, rows - j));
+      }
+      cut.count = slice_elements(t.shape, *cut.box);
+      cut.data = r.data + j * inner * es;
+      out.push_back(flattened(t.shape, std::move(cut)));
+    }
+    return out;
+  }
+  if (r.count == 0 || r.first > numel || r.count > numel - r.first || r.data == nullptr) {
+    return invalid_argument(tensor + " elements [" + std::to_string(r.first) + ", " +
+                            std::to_string(r.first + r.count) +
+                            ") are empty, without memory, or not inside its " +
+                            std::to_string(numel));
+  }
+  const uint64_t size = piece ? piece : r.count;
+  for (uint64_t done = 0; done < r.count; done += size) {
+    out.push_back({r.name, r.first + done, std::min(size, r.count - done), r.data + done * es});
+  }
+  return out;
+}
+
+// The elements a range covers.
+TensorSlice owned_slice(const OwnedRange& r) {
+  return r.box ? *r.box : TensorSlice::flat(r.first, r.first + r.count);
+}
+
+}  // namespace
 
 Result<std::unique_ptr<RankPublisher>> RankPublisher::open(RankPublisherOptions options,
                                                            std::vector<SafetensorsTensorSpec> model,
@@ -33,22 +105,11 @@ Result<std::unique_ptr<RankPublisher>> RankPublisher::open(RankPublisherOptions 
     if (at == index.end()) {
       return invalid_argument(who + ": tensor '" + r.name + "' is not in the model");
     }
-    const size_t i = at->second;
-    ASSIGN_OR_RETURN(const uint64_t numel, shape_numel(model[i].shape, "tensor '" + r.name + "'"));
-    if (r.count == 0 || r.first > numel || r.count > numel - r.first || r.data == nullptr) {
-      return invalid_argument(who + ": tensor '" + r.name + "' elements [" +
-                              std::to_string(r.first) + ", " + std::to_string(r.first + r.count) +
-                              ") are empty, without memory, or not inside its " +
-                              std::to_string(numel));
-    }
-    // Pieces of at most piece_elements, each its own range record: an engine rank reads only
-    // the records its slice meets, so a long range costs it no more than the pieces it needs.
-    const uint64_t piece = options.piece_elements ? options.piece_elements : r.count;
-    const size_t es = dtype_size(model[i].dtype);
-    for (uint64_t done = 0; done < r.count; done += piece) {
-      pieces.push_back(
-          {r.name, r.first + done, std::min(piece, r.count - done), r.data + done * es});
-      p->tensor_of_.push_back(i);
+    ASSIGN_OR_RETURN(std::vector<OwnedRange> cut,
+                     owned_pieces(model[at->second], r, options.piece_elements, who));
+    for (OwnedRange& piece : cut) {
+      pieces.push_back(std::move(piece));
+      p->tensor_of_.push_back(at->second);
     }
   }
   ranges = std::move(pieces);
@@ -162,9 +223,7 @@ Status RankPublisher::take_shares(size_t k) {
   if (slices_[k].empty()) return ok_status();
   const TensorRef own = TensorRef::contiguous(t.name, t.dtype, const_cast<uint8_t*>(r.data),
                                               static_cast<int64_t>(r.count));
-  ASSIGN_OR_RETURN(
-      shares_[k],
-      partial_checksums(own, t.shape, TensorSlice::flat(r.first, r.first + r.count), slices_[k]));
+  ASSIGN_OR_RETURN(shares_[k], partial_checksums(own, t.shape, owned_slice(r), slices_[k]));
   return ok_status();
 }
 
@@ -183,8 +242,10 @@ Result<RankPublishReport> RankPublisher::publish_anchor(uint64_t version) {
   for (size_t k = 0; k < ranges_.size(); ++k) {
     const SafetensorsTensorSpec& t = model_[tensor_of_[k]];
     const uint64_t bytes = ranges_[k].count * dtype_size(t.dtype);
-    ASSIGN_OR_RETURN(checksums_[k],
-                     (*part)->write(t.name, ranges_[k].first, {ranges_[k].data, bytes}));
+    const std::span<const uint8_t> own(ranges_[k].data, bytes);
+    ASSIGN_OR_RETURN(checksums_[k], ranges_[k].box
+                                        ? (*part)->write_box(t.name, *ranges_[k].box, own)
+                                        : (*part)->write(t.name, ranges_[k].first, own));
     RETURN_IF_ERROR(take_shares(k).with_context(who(version)));
     report.stored_bytes += bytes;
   }
@@ -212,16 +273,20 @@ Result<RankPublishReport> RankPublisher::publish_delta(uint64_t version) {
         return failed_precondition(who(version) + ": 8-byte tensor '" + t.name +
                                    "' changed; publish an anchor (force_anchor on the lead rank)");
       }
-      RETURN_IF_ERROR((*part)->add_unchanged_range(t.name, t.dtype, t.shape, ranges_[k].first,
-                                                   ranges_[k].count, checksums_[k]));
+      RETURN_IF_ERROR((*part)->add_unchanged_range(t.name, t.dtype, t.shape,
+                                                   owned_slice(ranges_[k]), checksums_[k]));
     } else {
       EncodeOptions e;
       e.name = t.name;
       e.dtype = t.dtype;
       e.base_version = version - 1;
       e.target_version = version;
-      e.range_offset = ranges_[k].first;
       ASSIGN_OR_RETURN(e.tensor_elements, shape_numel(t.shape, "tensor '" + t.name + "'"));
+      // A box's record holds its elements in its local order (EncodeOptions::slice).
+      const std::optional<TensorSlice>& box = ranges_[k].box;
+      const ShapedSlice shaped{t.shape, box.value_or(TensorSlice{})};
+      e.range_offset = box ? 0 : ranges_[k].first;
+      if (box) e.slice = &shaped;
       e.base_checksum = checksums_[k];
       e.pool = options_.journal.pool;
       // The shares follow the changes the encoder reports (O(changed), as the single writer's
@@ -237,7 +302,7 @@ Result<RankPublishReport> RankPublisher::publish_delta(uint64_t version) {
       ASSIGN_OR_RETURN(const EncodedDelta d, encode_delta_advancing(snapshot_[k], now, e));
       checksums_[k] = d.header.target_checksum;
       if (tracked) shares_[k] = tracked->sums();
-      RETURN_IF_ERROR((*part)->add_range(t.name, t.dtype, t.shape, d));
+      RETURN_IF_ERROR((*part)->add_range(t.name, t.dtype, t.shape, d, box ? &*box : nullptr));
     }
   }
   add_shares(part->get());

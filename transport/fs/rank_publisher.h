@@ -55,12 +55,15 @@ struct RankPublisherOptions {
 
 // Elements [first, first + count) of tensor `name` (of the model given to open), which this
 // rank holds at `data`: `count` contiguous little-endian elements in host memory the trainer
-// updates in place between publications.
+// updates in place between publications. With `box` (a tensor-parallel rank's block,
+// TensorSlice::box), the rank holds that block's elements instead, row-major within the block
+// (a torch shard's own layout); `first` is unused and `count` its volume (0: taken from it).
 struct OwnedRange {
   std::string name;
   uint64_t first = 0;
   uint64_t count = 0;
   const uint8_t* data = nullptr;
+  std::optional<TensorSlice> box;
 };
 
 struct RankPublishReport {
