@@ -129,6 +129,38 @@ inline Status write_anchor_part(const std::string& root, uint64_t v, uint32_t ra
   return w->finish();
 }
 
+// What a rank of a tensor-parallel trainer holds: a block of every tensor along its last
+// dimension (a box for matrices, a flat range for vectors), except the experts, of which the
+// first four are split so and the last four are cut in uneven flat ranges (a tensor mixing
+// boxes and ranges). Each block is the rank's own memory, copied from the model at a version.
+struct Block {
+  size_t tensor;
+  TensorSlice slice;
+  std::vector<uint8_t> bytes;
+};
+
+inline std::vector<Block> tp_blocks(const JournalTestModel& model, uint32_t rank, uint32_t ranks) {
+  std::vector<Block> out;
+  const auto tensors = model.tensors();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const std::vector<int64_t>& shape = tensors[i].shape;
+    if (shape.empty()) {
+      if (rank == 0) out.push_back({i, TensorSlice::whole(shape), {}});
+      continue;
+    }
+    const auto last = static_cast<int64_t>(shape.size()) - 1;
+    TensorSlice block = *TensorSlice::split(shape, last, ranks, rank);
+    if (tensors[i].name == "layers.0.mlp.experts.weight") {
+      block.sizes[0] = 4;
+      const uint64_t half = 4 * 33 * 17;
+      const auto cut = [&](uint32_t r) { return r == ranks ? half : r * half / ranks + 13 * r; };
+      out.push_back({i, TensorSlice::flat(half + cut(rank), half + cut(rank + 1)), {}});
+    }
+    if (slice_elements(shape, block) > 0) out.push_back({i, block, {}});
+  }
+  return out;
+}
+
 // Engine layouts of the model: a layout splits some tensors along a dimension into `parts`;
 // `declared` is what the publisher's layouts declare (src/control/layouts.h does it from the
 // config), `gather` a slice's bytes out of a whole tensor's.

@@ -1,6 +1,8 @@
 // Four publisher ranks in four processes publish one model through one journal
-// (rank_publisher.h), each from the FSDP-like ranges it owns: anchors and deltas commit once,
-// readers holding whole tensors and slices follow bit-exact. A rank that dies before a version
+// (rank_publisher.h), each from the FSDP-like ranges it owns, or from the blocks a
+// tensor-parallel rank owns (boxes along the last dimension): anchors and deltas commit once,
+// readers holding whole tensors and slices follow bit-exact; boxes that overlap, leave a hole
+// or lie about their place are refused by name. A rank that dies before a version
 // leaves it uncommitted (rank 0 names it), and the ranks go on with the anchor rank 0 then
 // decides on once it is back; a rank that restarted refuses a delta, and rank 0 gives up at once.
 #include <gtest/gtest.h>
@@ -8,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <functional>
 #include <thread>
 
 #include "tests/transport/journal_ranks_util.h"
@@ -36,9 +39,21 @@ struct Step {
 };
 
 int run_rank(const std::string& root, uint32_t rank, std::chrono::milliseconds wait,
-             const std::vector<Step>& plan) {
+             const std::vector<Step>& plan, bool tensor_parallel = false) {
   JournalTestModel model(kSeed);
   const auto split = testing::fsdp_split(model);
+  std::vector<testing::Block> blocks =
+      tensor_parallel ? testing::tp_blocks(model, rank, kRanks) : std::vector<testing::Block>{};
+  const auto copy_blocks = [&] {
+    for (testing::Block& b : blocks) {  // in place: the publisher reads the rank's memory
+      const std::vector<uint8_t> now =
+          testing::gather(model.bytes(b.tensor), model.tensors()[b.tensor].shape, b.slice,
+                          dtype_size(model.tensors()[b.tensor].dtype));
+      b.bytes.resize(now.size());
+      std::copy(now.begin(), now.end(), b.bytes.begin());
+    }
+  };
+  copy_blocks();
   RankPublisherOptions o;
   o.root = root;
   o.rank = rank;
@@ -55,9 +70,16 @@ int run_rank(const std::string& root, uint32_t rank, std::chrono::milliseconds w
   const auto tensors = model.tensors();
   std::vector<OwnedRange> ranges;
   for (const testing::Owned& p : split[rank]) {
+    if (tensor_parallel) break;
     const size_t es = dtype_size(tensors[p.tensor].dtype);
     ranges.push_back(
         {tensors[p.tensor].name, p.first, p.count, model.bytes(p.tensor).data() + p.first * es});
+  }
+  for (const testing::Block& b : blocks) {
+    OwnedRange r{tensors[b.tensor].name, b.slice.begin, b.slice.end - b.slice.begin,
+                 b.bytes.data()};
+    if (b.slice.kind == TensorSlice::Kind::kBox) r.box = b.slice;
+    ranges.push_back(r);
   }
   auto open = [&] { return RankPublisher::open(o, testing::specs_of(model), ranges); };
   auto publisher = open();
@@ -74,6 +96,7 @@ int run_rank(const std::string& root, uint32_t rank, std::chrono::milliseconds w
       continue;
     }
     model.advance_to(static_cast<uint64_t>(s.version));
+    copy_blocks();
     auto report = (*publisher)->publish(static_cast<uint64_t>(s.version), s.force_anchor);
     if (!s.either && report.ok() == s.fails) {
       std::fprintf(stderr, "rank %u, version %lld: %s\n", rank, static_cast<long long>(s.version),
@@ -88,11 +111,12 @@ int run_rank(const std::string& root, uint32_t rank, std::chrono::milliseconds w
 
 // Runs the ranks in processes of their own; their exit codes.
 std::vector<int> run_ranks(const std::string& root, std::chrono::milliseconds wait,
-                           const std::vector<std::vector<Step>>& plans) {
+                           const std::vector<std::vector<Step>>& plans,
+                           bool tensor_parallel = false) {
   std::vector<pid_t> pids;
   for (uint32_t r = 0; r < kRanks; ++r) {
     const pid_t pid = ::fork();
-    if (pid == 0) ::_exit(run_rank(root, r, wait, plans[r]));
+    if (pid == 0) ::_exit(run_rank(root, r, wait, plans[r], tensor_parallel));
     pids.push_back(pid);
   }
   std::vector<int> codes;
@@ -155,6 +179,79 @@ TEST(RankPublisher, FourRankProcessesPublishAnchorsAndDeltasThatEveryLayoutFollo
       EXPECT_EQ(follow(dir.path(), 5, &l, part), "") << l.name << " part " << part;
     }
   }
+}
+
+TEST(RankPublisher, FourTensorParallelRanksPublishBlocksThatEveryLayoutFollows) {
+  testing::ScratchDir dir;
+  std::vector<Step> plan;
+  for (int64_t v = 0; v <= 5; ++v) plan.push_back({v});
+  const auto codes = run_ranks(dir.path(), std::chrono::milliseconds(30000),
+                               std::vector<std::vector<Step>>(kRanks, plan), true);
+  for (uint32_t r = 0; r < kRanks; ++r) ASSERT_EQ(codes[r], 0) << "rank " << r;
+  auto delta = read_manifest_file(JournalLayout(dir.path()).step(4) + "/MANIFEST");
+  ASSERT_TRUE(delta.ok()) << delta.status().message();
+  size_t boxes = 0, flats = 0;
+  for (const auto& t : delta->tensors()) {
+    for (const auto& r : t.ranges()) (r.has_box() ? boxes : flats) += 1;
+  }
+  // q_proj's column blocks in pieces of 21 rows (the last row of each alone, one run, is a
+  // flat range), the experts' blocks; the vectors' flat ranges.
+  EXPECT_EQ(boxes, 4 * 3 + 4u);
+  EXPECT_GT(flats, 4u);
+  // Anchors (0 and 3) and deltas, from the start and from the newest anchor.
+  for (const uint64_t v : {2u, 5u}) {
+    EXPECT_EQ(follow(dir.path(), v, nullptr, 0), "") << v;
+    for (const testing::Layout& l : testing::layouts()) {
+      for (int64_t part = 0; part < l.parts; ++part) {
+        EXPECT_EQ(follow(dir.path(), v, &l, part), "") << l.name << " part " << part << " v" << v;
+      }
+    }
+  }
+}
+
+TEST(RankPublisher, BoxesThatOverlapLeaveAHoleLieOrComeOutOfOrderAreRefusedByName) {
+  testing::ScratchDir dir;
+  const auto codes = run_ranks(dir.path(), std::chrono::milliseconds(30000),
+                               std::vector<std::vector<Step>>(kRanks, {{0}, {1}}), true);
+  for (uint32_t r = 0; r < kRanks; ++r) ASSERT_EQ(codes[r], 0) << "rank " << r;
+  auto good = read_manifest_file(JournalLayout(dir.path()).step(1) + "/MANIFEST");
+  ASSERT_TRUE(good.ok()) << good.status().message();
+  int experts = -1;
+  for (int i = 0; i < good->tensors_size(); ++i) {
+    if (good->tensors(i).name() == "layers.0.mlp.experts.weight") experts = i;
+  }
+  ASSERT_GE(experts, 0);
+  ASSERT_TRUE(good->tensors(experts).ranges(1).has_box());  // [0:4, 0:33, 5:9]
+  const auto refused = [&](const std::function<void(proto::RangeRecord*)>& damage, int range,
+                           const std::string& words) {
+    proto::StepManifest m = *good;
+    damage(m.mutable_tensors(experts)->mutable_ranges(range));
+    const Status s = check_manifest(m, "damaged");
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << words;
+    EXPECT_NE(s.message().find(words), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("'layers.0.mlp.experts.weight'"), std::string::npos);
+  };
+  // Rank 1's block one column wider, starting one column earlier: it meets rank 0's.
+  refused(
+      [](proto::RangeRecord* r) {
+        r->mutable_box()->set_offsets(2, 4);
+        r->mutable_box()->set_sizes(2, 5);
+        r->set_range_offset(4);
+        r->set_range_elements(4 * 33 * 5);
+      },
+      1, "the slices of rank 0 ([0:4, 0:33, 0:5]) and rank 1 ([0:4, 0:33, 4:9]) overlap");
+  refused(
+      [](proto::RangeRecord* r) {
+        r->mutable_box()->set_sizes(2, 3);
+        r->set_range_elements(4 * 33 * 3);
+      },
+      1, "no rank holds element [0, 0, 8]");
+  refused([](proto::RangeRecord* r) { r->set_range_offset(6); }, 1,
+          "rank 1 [0:4, 0:33, 5:9]: its first element and volume are not [6, +528)");
+  refused([](proto::RangeRecord* r) { r->mutable_box()->set_sizes(1, 40); }, 1,
+          "leaves the tensor along dimension 1");
+  refused([](proto::RangeRecord* r) { r->mutable_box()->set_flat(true); }, 1, "is a flat range");
+  refused([](proto::RangeRecord* r) { r->set_range_offset(20); }, 1, "out of order");
 }
 
 TEST(RankPublisher, ARankThatDiesLeavesItsVersionUncommittedAndAForcedAnchorResumes) {
@@ -255,6 +352,19 @@ TEST(RankPublisher, ARankWithoutASnapshotRefusesADeltaAndBadRangesAreRefusedByNa
   EXPECT_NE(outside.status().message().find("'" + specs[0].name + "' elements [8184, 8200)"),
             std::string::npos)
       << outside.status().message();
+  OwnedRange wide{specs[0].name, 0, 0, data, TensorSlice::box({0, 100}, {64, 29})};
+  auto past = RankPublisher::open(o, specs, {wide});
+  ASSERT_FALSE(past.ok());
+  EXPECT_NE(past.status().message().find("slice [0:64, 100:129] leaves the tensor along "
+                                         "dimension 1"),
+            std::string::npos)
+      << past.status().message();
+  wide.box = TensorSlice::box({0, 96}, {64, 32});
+  wide.count = 100;
+  auto miscounted = RankPublisher::open(o, specs, {wide});
+  ASSERT_FALSE(miscounted.ok());
+  EXPECT_NE(miscounted.status().message().find("holds 2048 elements, not 100"), std::string::npos)
+      << miscounted.status().message();
   auto unknown = RankPublisher::open(o, specs, {{"no.such.weight", 0, 1, data}});
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.status().message().find("'no.such.weight' is not in the model"),
