@@ -47,10 +47,14 @@ struct TensorSpec {
 
 // Elements [first, first + data.numel()) of tensor `name` in row-major order, held by this rank
 // at `data`: contiguous host memory of the tensor's dtype that the trainer updates in place.
+// With `offsets` (one per dimension of the tensor), the rank holds instead the block of
+// data.shape at those offsets (a tensor-parallel shard: columns [c, c + n) of a [rows, cols]
+// weight are offsets {0, c} and data of shape {rows, n}); `first` is then unused.
 struct ShardRange {
   std::string name;
   uint64_t first = 0;
   TensorRef data;
+  std::vector<int64_t> offsets;
 };
 
 struct ShardPublishReport {

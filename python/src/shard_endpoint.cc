@@ -17,12 +17,14 @@ using nb::arg;
 
 class PyShardPublisher {
  public:
-  // `model`: (name, dtype name, shape) of every tensor; `ranges`: (name, first element, array).
+  // `model`: (name, dtype name, shape) of every tensor; `ranges`: (name, first element, block
+  // offsets (empty for a flat range), array).
   PyShardPublisher(
       const std::string& config, uint32_t rank,
       const std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>>& model,
-      const std::vector<std::tuple<std::string, uint64_t, AnyArray>>& ranges, size_t threads,
-      std::optional<double> parts_wait_s, std::optional<double> credit_timeout_s, nb::object log)
+      const std::vector<std::tuple<std::string, uint64_t, std::vector<int64_t>, AnyArray>>& ranges,
+      size_t threads, std::optional<double> parts_wait_s, std::optional<double> credit_timeout_s,
+      nb::object log)
       : callbacks_(std::make_unique<Callbacks>()) {
     callbacks_->log = std::move(log);
     std::vector<api::TensorSpec> specs;
@@ -38,12 +40,12 @@ class PyShardPublisher {
     std::unordered_map<std::string, api::DType> dtypes;
     for (const api::TensorSpec& t : specs) dtypes.emplace(t.name, t.dtype);
     std::vector<api::ShardRange> owned;
-    for (const auto& [name, first, array] : ranges) {
+    for (const auto& [name, first, offsets, array] : ranges) {
       const auto spec = dtypes.find(name);
       const std::optional<std::string> dtype =
           spec == dtypes.end() ? std::nullopt
                                : std::optional<std::string>(dtype_name(spec->second));
-      owned.push_back({name, first, tensor_ref(name, array, dtype)});
+      owned.push_back({name, first, tensor_ref(name, array, dtype), offsets});
     }
     api::ShardPublisherOptions options;
     options.threads = threads;
@@ -102,13 +104,15 @@ class PyShardPublisher {
 
 void bind_shard_publisher(nb::module_& m) {
   nb::class_<PyShardPublisher>(m, "ShardPublisher")
-      .def(nb::init<const std::string&, uint32_t,
-                    const std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>>&,
-                    const std::vector<std::tuple<std::string, uint64_t, AnyArray>>&, size_t,
-                    std::optional<double>, std::optional<double>, nb::object>(),
-           arg("config"), arg("rank"), arg("model"), arg("ranges"), arg("threads") = 0,
-           arg("parts_wait").none() = nb::none(), arg("credit_timeout").none() = nb::none(),
-           arg("log").none() = nb::none())
+      .def(
+          nb::init<
+              const std::string&, uint32_t,
+              const std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>>&,
+              const std::vector<std::tuple<std::string, uint64_t, std::vector<int64_t>, AnyArray>>&,
+              size_t, std::optional<double>, std::optional<double>, nb::object>(),
+          arg("config"), arg("rank"), arg("model"), arg("ranges"), arg("threads") = 0,
+          arg("parts_wait").none() = nb::none(), arg("credit_timeout").none() = nb::none(),
+          arg("log").none() = nb::none())
       .def("publish", &PyShardPublisher::publish, arg("version"), arg("force_anchor") = false)
       .def_prop_ro("shard", [](PyShardPublisher& p) { return p.get().shard(); })
       .def_prop_ro("shards", [](PyShardPublisher& p) { return p.get().shards(); })

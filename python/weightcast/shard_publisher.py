@@ -3,6 +3,8 @@
 
     model = {name: (param.dtype, global_shape) for every tensor}      # the same on every rank
     mine = [(name, first_element, local_flat_tensor), ...]            # this rank's elements
+    # or, for a tensor-parallel shard, the block's offsets in the global tensor:
+    mine = [(name, (0, rank * cols_per_rank), local_shard), ...]
     pub = weightcast.ShardPublisher("group.yaml", rank, model, mine)
     for v in range(1, steps + 1):
         optimizer.step()
@@ -11,7 +13,9 @@
 The config's publisher ranks, in rank order, are the shards; the first is the lead, which commits
 each version and offers it to the group. A range is ``first`` .. ``first + numel`` of the
 tensor's row-major elements, held contiguous on the host (an FSDP flat-parameter shard; a
-dim-0 shard of ``[rows, *rest]`` starting at row ``r`` starts at ``r * prod(rest)``). A rank
+dim-0 shard of ``[rows, *rest]`` starting at row ``r`` starts at ``r * prod(rest)``). A block is
+a contiguous tensor of the shard's shape placed at ``offsets`` (one per dimension) in the global
+tensor: a tensor-parallel shard along any dimension, as torch holds it. A rank
 that fails a version leaves it uncommitted everywhere; the lead's next version is an anchor.
 """
 
@@ -31,7 +35,7 @@ class ShardPublisher(_lifetime.Closing):
 
     ``model``: ``{name: (dtype, shape)}`` of every tensor (dtype a torch dtype or weightcast's
     name, "bfloat16"), in the same order on every rank. ``ranges``: ``[(name, first, tensor)]``,
-    this rank's elements; the publisher keeps a reference to each tensor and reads it at every
+    this rank's elements, ``first`` an element index or a tuple of block offsets; the publisher keeps a reference to each tensor and reads it at every
     ``publish``. ``parts_wait``: seconds the lead waits for the other ranks' parts (and they for
     its plan); default the config's ack timeout."""
 
@@ -43,7 +47,10 @@ class ShardPublisher(_lifetime.Closing):
         self._tensors = []
         for name, first, tensor in ranges:
             array, _ = array_and_dtype(tensor)
-            arrays.append((name, int(first), array))
+            if isinstance(first, (tuple, list)):
+                arrays.append((name, 0, [int(o) for o in first], array))
+            else:
+                arrays.append((name, int(first), [], array))
             self._tensors.append(tensor)
         self._core = _core.ShardPublisher(os.fspath(config), rank, spec, arrays, threads,
                                           parts_wait, credit_timeout, log)

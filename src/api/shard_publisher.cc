@@ -1,6 +1,7 @@
 // The public ShardPublisher over src/endpoint/shard_publisher.h.
 #include "weightcast/shard_publisher.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <utility>
 
@@ -35,10 +36,17 @@ Result<std::unique_ptr<ShardPublisher>> ShardPublisher::start(const std::string&
   for (const auto& t : specs) dtypes.emplace(t.name, t.dtype);
   std::vector<in::OwnedRange> owned;
   for (const ShardRange& r : ranges) {
-    const std::string who = "rank " + std::to_string(rank) + ": the range of tensor '" + r.name +
-                            "' at element " + std::to_string(r.first);
-    const bool contiguous =
-        r.data.strides.empty() || (r.data.shape.size() == 1 && r.data.strides[0] == 1);
+    const std::string who =
+        "rank " + std::to_string(rank) + ": the range of tensor '" + r.name + "' at " +
+        (r.offsets.empty()
+             ? "element " + std::to_string(r.first)
+             : "offsets " + in::describe_slice(in::TensorSlice::box(r.offsets, r.data.shape)));
+    bool contiguous = true;  // row-major over its shape
+    for (size_t e = r.data.strides.size(), step = 1; e-- > 0;) {
+      if (r.data.shape[e] != 1 && r.data.strides[e] != static_cast<int64_t>(step))
+        contiguous = false;
+      step *= static_cast<size_t>(std::max<int64_t>(r.data.shape[e], 0));
+    }
     if (r.data.memory == MemoryKind::kCuda || !contiguous || r.data.data == nullptr) {
       return Status(StatusCode::kInvalidArgument,
                     who + " must be contiguous host memory (copy a CUDA shard to the host)");
@@ -50,7 +58,16 @@ Result<std::unique_ptr<ShardPublisher>> ShardPublisher::start(const std::string&
     }
     const auto* base = static_cast<const uint8_t*>(r.data.data) +
                        r.data.offset * static_cast<int64_t>(dtype_size(r.data.dtype));
-    owned.push_back({r.name, r.first, r.data.numel(), base});
+    in::OwnedRange range{r.name, r.first, r.data.numel(), base};
+    if (!r.offsets.empty()) {
+      if (r.offsets.size() != r.data.shape.size()) {
+        return Status(StatusCode::kInvalidArgument,
+                      who + ": " + std::to_string(r.offsets.size()) + " offsets for data of " +
+                          std::to_string(r.data.shape.size()) + " dimensions");
+      }
+      range.box = in::TensorSlice::box(r.offsets, r.data.shape);
+    }
+    owned.push_back(std::move(range));
   }
   in::ShardPublisherOptions so;
   so.rank = rank;

@@ -1,5 +1,6 @@
 """A model published by two publisher ranks through the Python package (weightcast.ShardPublisher),
-each from its flat share of the model, ranges starting and ending mid-tensor, to a tensor-parallel
+each from its flat share of the model, ranges starting and ending mid-tensor (an FSDP trainer),
+or from its column blocks of every matrix (a tensor-parallel trainer), to a tensor-parallel
 replica of two engine ranks and an engine holding every tensor whole: after every version each
 engine holds the trainer's tensors (or its blocks of them) bit for bit, though no rank held the
 whole model. A publisher rank that is not a publisher, a range outside its tensor and an unknown
@@ -30,19 +31,44 @@ def _flat_shards(model, shards):
     return out
 
 
-def test_two_publisher_ranks_publish_one_model_to_two_layouts(make_group, endpoints):
+def _fsdp_held(src):
+    """Per rank [(name, first element, its own copy, where it lies in the model)]."""
+    shards = _flat_shards(src, 2)
+    assert any(len(s) > 1 for s in shards), "a shard should cross a tensor boundary"
+    return [[(name, first, src[name].view(-1)[first:first + n].clone(),
+              lambda m, name=name, a=first, n=n: m[name].view(-1)[a:a + n])
+             for name, first, n in s] for s in shards]
+
+
+def _tp_held(src):
+    """Per rank [(name, block offsets, its own copy, where it lies)]: matrices split by columns
+    (blocks whose rows are not consecutive in the tensor), vectors by halves."""
+    held = [[], []]
+    for name, v in src.items():
+        dim = v.dim() - 1
+        for k, part in enumerate(torch.tensor_split(torch.arange(v.shape[dim]), 2)):
+            lo, n = int(part[0]), len(part)
+            offsets = tuple(lo if d == dim else 0 for d in range(v.dim()))
+
+            def where(m, name=name, dim=dim, lo=lo, n=n):
+                return m[name].narrow(dim, lo, n)
+
+            held[k].append((name, offsets, where(src).contiguous(), where))
+    return held
+
+
+@pytest.mark.parametrize("trainer", ["fsdp", "tp"])
+def test_two_publisher_ranks_publish_one_model_to_two_layouts(make_group, endpoints, trainer):
     g = make_group(subscribers=3, publishers=2, layouts=LAYOUTS, subscriber_layouts=PLACED)
     gen = torch.Generator().manual_seed(5)
     src = tp2_model(gen)
     spec = {k: (v.dtype, v.shape) for k, v in src.items()}
-    shards = _flat_shards(src, 2)
-    assert any(len(s) > 1 for s in shards), "a shard should cross a tensor boundary"
-    # Each rank holds only its own elements, as a flat FSDP shard.
-    held = [[(name, first, src[name].view(-1)[first:first + n].clone()) for name, first, n in s]
-            for s in shards]
+    # Each rank holds only its own elements, as a flat FSDP shard or as tensor-parallel blocks.
+    held = _fsdp_held(src) if trainer == "fsdp" else _tp_held(src)
     pubs = []
     for k in range(2):
-        p = weightcast.ShardPublisher(g.config, g.publisher_ranks[k], spec, held[k], threads=1,
+        mine = [(name, at, t) for name, at, t, _ in held[k]]
+        p = weightcast.ShardPublisher(g.config, g.publisher_ranks[k], spec, mine, threads=1,
                                       parts_wait=20)
         endpoints.append(p)
         pubs.append(p)
@@ -72,8 +98,8 @@ def test_two_publisher_ranks_publish_one_model_to_two_layouts(make_group, endpoi
                 flat = v.view(-1)
                 flat[torch.randint(0, flat.numel(), (4,), generator=gen)] += 1
         for k in range(2):  # the trainer ranks' shards follow their own optimizer step
-            for name, first, t in held[k]:
-                t.copy_(src[name].view(-1)[first:first + t.numel()])
+            for _, _, t, where in held[k]:
+                t.copy_(where(src))
         reports = [None, None]
         errors = []
 
@@ -107,5 +133,13 @@ def test_bad_shard_registrations_are_refused_by_name(make_group, endpoints):
         weightcast.ShardPublisher(g.config, g.subscriber_rank(0), spec, [("w", 0, t)])
     with pytest.raises(weightcast.InvalidArgumentError, match=r"'w' elements \[12, 20\)"):
         weightcast.ShardPublisher(g.config, 2, spec, [("w", 12, t)])
+    block = torch.zeros(4, 3, dtype=torch.bfloat16)
+    with pytest.raises(weightcast.InvalidArgumentError, match=r"slice \[0:4, 2:5\] leaves the tensor"):
+        weightcast.ShardPublisher(g.config, 2, spec, [("w", (0, 2), block)])
+    with pytest.raises(weightcast.InvalidArgumentError, match="1 offsets for data of 2 dimensions"):
+        weightcast.ShardPublisher(g.config, 2, spec, [("w", (0,), block)])
+    with pytest.raises(weightcast.InvalidArgumentError, match="must be contiguous host memory"):
+        weightcast.ShardPublisher(g.config, 2, spec, [("w", (0, 0), torch.zeros(4, 6,
+                                  dtype=torch.bfloat16)[:, :3])])
     with pytest.raises(weightcast.InvalidArgumentError, match="'bfloat17' is not a dtype"):
         weightcast.ShardPublisher(g.config, 2, {"w": ("bfloat17", (4, 4))}, [("w", 0, t)])
