@@ -246,6 +246,22 @@ std::vector<std::vector<uint8_t>> make_journal_files_seeds() {
   t->set_checksum(sum);
   t->set_changed_elements(changed);
   add_both_forms(JournalFileKind::kManifest, ranged, &seeds);
+  // The same tensor from two tensor-parallel ranks: column blocks [0:64, 0:16] and
+  // [0:64, 16:40] as boxes, named by their first element and volume.
+  proto::StepManifest boxed = ranged;
+  t = boxed.mutable_tensors(0);
+  for (int k = 0; k < 2; ++k) {
+    proto::RangeRecord* e = t->mutable_ranges(k);
+    proto::TensorSliceSpec* box = e->mutable_box();
+    for (const int64_t o : {int64_t{0}, int64_t{16} * k}) box->add_offsets(o);
+    for (const int64_t z : {int64_t{64}, k == 0 ? int64_t{16} : int64_t{24}}) box->add_sizes(z);
+    e->set_range_offset(16 * static_cast<uint64_t>(k));
+    e->set_range_elements(k == 0 ? 1024 : 1536);
+  }
+  t->mutable_ranges()->RemoveLast();
+  t->set_checksum(t->ranges(0).checksum() + t->ranges(1).checksum());
+  t->set_changed_elements(t->ranges(0).changed_elements() + t->ranges(1).changed_elements());
+  add_both_forms(JournalFileKind::kManifest, boxed, &seeds);
   proto::Lease lease;
   lease.set_holder("reader-7.node-3.12345");
   lease.set_version(40);

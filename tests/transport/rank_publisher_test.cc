@@ -15,6 +15,7 @@
 
 #include "tests/transport/journal_ranks_util.h"
 #include "tests/transport/journal_robustness_util.h"
+#include "tests/transport/safetensors_interop.h"
 #include "transport/fs/journal_files.h"
 #include "transport/fs/rank_fragments.h"
 #include "transport/fs/rank_plan.h"
@@ -198,6 +199,25 @@ TEST(RankPublisher, FourTensorParallelRanksPublishBlocksThatEveryLayoutFollows) 
   // flat range), the experts' blocks; the vectors' flat ranges.
   EXPECT_EQ(boxes, 4 * 3 + 4u);
   EXPECT_GT(flats, 4u);
+  // Anchor 3, which the ranks wrote block by block, is one checkpoint the `safetensors`
+  // package reads as the model at version 3.
+  if (const std::string unavailable = testing::safetensors_unavailable(dir.path());
+      unavailable.empty()) {
+    JournalTestModel three(kSeed);
+    three.advance_to(3);
+    std::vector<testing::ExpectedTensor> expected;
+    for (size_t i = 0; i < three.size(); ++i) {
+      const auto t = three.tensors()[i];
+      expected.push_back({t.name, t.dtype, t.shape, three.bytes(i)});
+    }
+    std::string output;
+    EXPECT_EQ(testing::check_anchor_with_safetensors(JournalLayout(dir.path()).step(3), expected,
+                                                     dir.path(), &output),
+              0)
+        << output;
+  } else {
+    std::printf("not checked with the safetensors package: %s\n", unavailable.c_str());
+  }
   // Anchors (0 and 3) and deltas, from the start and from the newest anchor.
   for (const uint64_t v : {2u, 5u}) {
     EXPECT_EQ(follow(dir.path(), v, nullptr, 0), "") << v;
