@@ -54,7 +54,7 @@ struct ShardRange {
   std::string name;
   uint64_t first = 0;
   TensorRef data;
-  std::vector<int64_t> offsets;
+  std::vector<int64_t> offsets = {};  // (= {}: {name, first, data} stays warning-free)
 };
 
 struct ShardPublishReport {

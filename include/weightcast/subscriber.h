@@ -88,6 +88,10 @@ class Subscriber {
 
   std::optional<uint64_t> current_version() const;  // the verified version the tensors hold
   Status wait_for_version(uint64_t version, Deadline deadline) const;
+  // The newest version the group committed to this rank: for a rank of an engine replica,
+  // once every rank of its replica acked it (what the engine may serve).
+  std::optional<uint64_t> committed_version() const;
+  Status wait_committed(uint64_t version, Deadline deadline) const;
   SubscriberStats stats() const;
   // Set when the subscriber gave up for good (refused by the coordinator, say).
   std::optional<std::string> fatal_error() const;

@@ -205,6 +205,12 @@ class PySubscriber {
                        [&](api::Deadline d) { return s.wait_for_version(version, d); });
   }
 
+  void wait_committed(uint64_t version, std::optional<double> timeout_s) {
+    api::Subscriber& s = get();
+    wait_interruptibly(deadline_from(timeout_s),
+                       [&](api::Deadline d) { return s.wait_committed(version, d); });
+  }
+
   nb::dict stats() {
     api::SubscriberStats st;
     {
@@ -345,6 +351,9 @@ void bind_endpoints(nb::module_& m) {
       .def("connect", &PySubscriber::connect)
       .def_prop_ro("current_version", [](PySubscriber& s) { return s.get().current_version(); })
       .def("wait_for_version", &PySubscriber::wait_for_version, arg("version"),
+           arg("timeout") = nb::none())
+      .def_prop_ro("committed_version", [](PySubscriber& s) { return s.get().committed_version(); })
+      .def("wait_committed", &PySubscriber::wait_committed, arg("version"),
            arg("timeout") = nb::none())
       .def("stats", &PySubscriber::stats)
       .def_prop_ro("fatal_error", [](PySubscriber& s) { return s.get().fatal_error(); })

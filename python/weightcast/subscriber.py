@@ -128,6 +128,18 @@ class Subscriber(_lifetime.Closing):
         self._core.wait_for_version(version, timeout)
         self._raise_callback_error()
 
+    @property
+    def committed_version(self):
+        """The newest version the group committed to this rank (None before the first): for a
+        rank of an engine replica, once every rank of its replica acked it, so the engine may
+        serve it."""
+        return self._core.committed_version
+
+    def wait_committed(self, version, timeout=None):
+        """Until ``version`` (or a newer one) is committed to this rank (its replica). Raises
+        DeadlineExceededError at the timeout."""
+        self._core.wait_committed(version, timeout)
+
     def _raise_callback_error(self):
         with self._lock:
             if not self._errors:

@@ -70,6 +70,14 @@ Status Subscriber::wait_for_version(uint64_t version, Deadline deadline) const {
   return from_internal(impl_->subscriber->wait_for_version(version, deadline));
 }
 
+std::optional<uint64_t> Subscriber::committed_version() const {
+  return impl_->subscriber->committed_version();
+}
+
+Status Subscriber::wait_committed(uint64_t version, Deadline deadline) const {
+  return from_internal(impl_->subscriber->wait_committed(version, deadline));
+}
+
 SubscriberStats Subscriber::stats() const {
   const in::SubscriberStats s = impl_->subscriber->stats();
   SubscriberStats out;

@@ -375,6 +375,7 @@ proto::StatusReply CoordinatorState::status(TimePoint now) const {
     s.set_nccl_ready(e->ready);
     for (uint32_t r : e->ranks) s.add_nccl_ranks(r);
   }
+  add_replica_status(&s);
   for (const auto& [v, record] : versions_) {
     proto::VersionStatus& vs = *s.add_versions();
     vs.set_version(v);

@@ -183,6 +183,16 @@ class CoordinatorState {
   std::vector<OutgoingMessage> move_to_catch_up(Member& member, const std::string& reason,
                                                 bool from_anchor);
   std::vector<OutgoingMessage> try_commit(TimePoint now);
+  // Moves the group's commit to the newest version every live subscriber acked; whether it
+  // moved.
+  bool advance_commit(TimePoint now);
+  // Commit messages to the ranks of each engine replica whose every part acked a version past
+  // the last one committed to it (at most the group's commit).
+  std::vector<OutgoingMessage> replica_commits();
+  // The ranks of each replica ("layout/replica"), by part.
+  std::map<std::string, std::vector<uint32_t>> replicas() const;
+  proto::Envelope commit_message(uint32_t protocol, uint64_t version) const;
+  void add_replica_status(proto::StatusReply* s) const;
   // Why the ack's checksums are not the offer's (empty when they are). Tensors `deferred`
   // names are not compared: their acked checksums go to *deferred_out.
   std::string check_checksums(const proto::Offer& offer, const proto::Ack& ack,
@@ -195,6 +205,8 @@ class CoordinatorState {
   // LayoutRules::splits, remembered (its rules are regexes; acks name every tensor).
   bool layout_splits(const std::string& layout, const std::string& tensor);
   std::map<std::pair<std::string, std::string>, bool> splits_;
+  // Per replica ("layout/replica"): the newest version committed to it.
+  std::map<std::string, uint64_t> replica_committed_;
   proto::Envelope envelope(uint32_t protocol) const;
   OutgoingMessage refuse(const std::string& peer, uint32_t protocol, const std::string& reason,
                          bool fatal, uint32_t rank);

@@ -213,14 +213,28 @@ std::vector<OutgoingMessage> CoordinatorState::move_to_catch_up(Member& member,
 
 std::vector<OutgoingMessage> CoordinatorState::try_commit(TimePoint now) {
   std::vector<OutgoingMessage> out;
+  if (advance_commit(now)) {
+    // The ranks of engine replicas learn of commits with their replica (replica_commits).
+    for (const auto& [rank, m] : members_) {
+      if (m.state == MemberState::kDead || settings_.layout_ranks.count(rank)) continue;
+      out.push_back({m.peer, commit_message(m.protocol, *committed_)});
+    }
+  }
+  auto replica = replica_commits();
+  out.insert(out.end(), std::make_move_iterator(replica.begin()),
+             std::make_move_iterator(replica.end()));
+  return out;
+}
+
+bool CoordinatorState::advance_commit(TimePoint now) {
   // The newest version every live subscriber has acked (or passed).
   std::optional<uint64_t> reachable = head_;
   for (const auto& [rank, m] : members_) {
     if (m.role != proto::ROLE_SUBSCRIBER || m.state != MemberState::kLive) continue;
-    if (!m.acked) return out;
+    if (!m.acked) return false;
     if (!reachable || *m.acked < *reachable) reachable = m.acked;
   }
-  if (!reachable || (committed_ && *reachable <= *committed_)) return out;
+  if (!reachable || (committed_ && *reachable <= *committed_)) return false;
   for (auto& [v, record] : versions_) {
     if (v > *reachable || record.committed) continue;
     record.committed = true;
@@ -237,17 +251,64 @@ std::vector<OutgoingMessage> CoordinatorState::try_commit(TimePoint now) {
     }
   }
   committed_ = *reachable;
-  auto it = versions_.find(*reachable);
-  const uint64_t latency = it == versions_.end() ? 0 : it->second.publish_to_commit_us;
   event(CoordinatorEvent::Kind::kCommitted, 0, *reachable, "");
-  for (const auto& [rank, m] : members_) {
-    if (m.state == MemberState::kDead) continue;
-    proto::Envelope e = envelope(m.protocol);
-    e.mutable_commit()->set_version(*reachable);
-    e.mutable_commit()->set_publish_to_commit_us(latency);
-    out.push_back({m.peer, std::move(e)});
+  return true;
+}
+
+std::map<std::string, std::vector<uint32_t>> CoordinatorState::replicas() const {
+  std::map<std::string, std::vector<uint32_t>> out;
+  for (const auto& [rank, where] : settings_.layout_ranks) {
+    out[where.layout + "/" + where.replica].push_back(rank);
   }
   return out;
+}
+
+std::vector<OutgoingMessage> CoordinatorState::replica_commits() {
+  std::vector<OutgoingMessage> out;
+  for (const auto& [key, ranks] : replicas()) {
+    // Every part of the replica is here and acked; a part recovering holds its replica back,
+    // so no rank of it serves a version another part does not hold.
+    std::optional<uint64_t> reachable = committed_;
+    for (const uint32_t r : ranks) {
+      const auto m = members_.find(r);
+      if (m == members_.end() || m->second.state == MemberState::kDead || !m->second.acked) {
+        reachable.reset();
+        break;
+      }
+      if (reachable && *m->second.acked < *reachable) reachable = m->second.acked;
+    }
+    if (!reachable) continue;  // (the config gives every replica each of its parts)
+    const auto sent = replica_committed_.find(key);
+    if (sent != replica_committed_.end() && *reachable <= sent->second) continue;
+    replica_committed_[key] = *reachable;
+    event(CoordinatorEvent::Kind::kCommitted, 0, *reachable, "to replica " + key);
+    for (const uint32_t r : ranks) {
+      const Member& m = members_.at(r);
+      out.push_back({m.peer, commit_message(m.protocol, *reachable)});
+    }
+  }
+  return out;
+}
+
+void CoordinatorState::add_replica_status(proto::StatusReply* s) const {
+  for (const auto& [key, ranks] : replicas()) {
+    proto::ReplicaStatus& rs = *s->add_replicas();
+    rs.set_layout(key.substr(0, key.find('/')));
+    rs.set_replica(key.substr(key.find('/') + 1));
+    for (const uint32_t r : ranks) rs.add_ranks(r);
+    const auto committed = replica_committed_.find(key);
+    rs.set_has_committed(committed != replica_committed_.end());
+    if (committed != replica_committed_.end()) rs.set_committed_version(committed->second);
+  }
+}
+
+proto::Envelope CoordinatorState::commit_message(uint32_t protocol, uint64_t version) const {
+  proto::Envelope e = envelope(protocol);
+  e.mutable_commit()->set_version(version);
+  const auto it = versions_.find(version);
+  e.mutable_commit()->set_publish_to_commit_us(
+      it == versions_.end() ? 0 : it->second.publish_to_commit_us);
+  return e;
 }
 
 void CoordinatorState::set_result(uint64_t version, uint32_t rank, const std::string& result,

@@ -51,6 +51,15 @@ nlohmann::json status_to_json(const proto::StatusReply& s) {
                 {"epoch", s.nccl_epoch()},
                 {"ready", s.nccl_ready()},
                 {"ranks", std::vector<uint32_t>(s.nccl_ranks().begin(), s.nccl_ranks().end())}};
+  j["replicas"] = nlohmann::json::array();
+  for (const auto& r : s.replicas()) {
+    j["replicas"].push_back(
+        {{"layout", r.layout()},
+         {"replica", r.replica()},
+         {"ranks", std::vector<uint32_t>(r.ranks().begin(), r.ranks().end())},
+         {"committed_version",
+          r.has_committed() ? nlohmann::json(r.committed_version()) : nlohmann::json()}});
+  }
   j["members"] = nlohmann::json::array();
   for (const auto& m : s.members()) {
     j["members"].push_back(
@@ -116,6 +125,12 @@ std::string format_status(const proto::StatusReply& s) {
                   static_cast<unsigned long long>(m.lag()),
                   static_cast<long long>(m.last_heartbeat_ms_ago()), m.host().c_str(), m.pid());
     out += line;
+  }
+  for (const auto& r : s.replicas()) {
+    std::string ranks;
+    for (uint32_t k : r.ranks()) ranks += (ranks.empty() ? "" : ",") + std::to_string(k);
+    out += "replica " + r.replica() + " of layout " + r.layout() + " (ranks " + ranks +
+           "): committed " + opt(r.has_committed(), r.committed_version()) + "\n";
   }
   return out;
 }

@@ -114,6 +114,12 @@ Status Subscriber::connect() {
 
 void Subscriber::on_message(const proto::Envelope& m) {
   if (note_live_message(m)) return;
+  if (m.has_commit()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!committed_ || m.commit().version() > *committed_) committed_ = m.commit().version();
+    cv_.notify_all();
+    return;
+  }
   std::optional<uint64_t> target;
   std::string journal;  // the journal `target` belongs to (empty: not said)
   bool retry = false;
@@ -319,6 +325,26 @@ Status Subscriber::wait_for_version(uint64_t version, EndpointDeadline deadline)
     return deadline_exceeded("rank " + std::to_string(options_.rank) + ": version " +
                              std::to_string(version) + " not reached before the deadline (holds " +
                              (current_ ? std::to_string(*current_) : "nothing") + ")");
+  }
+  return ok_status();
+}
+
+std::optional<uint64_t> Subscriber::committed_version() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return committed_;
+}
+
+Status Subscriber::wait_committed(uint64_t version, EndpointDeadline deadline) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool reached = cv_.wait_until(lock, deadline, [&] {
+    return (committed_ && *committed_ >= version) || (link_ && link_->fatal_error());
+  });
+  if (link_ && link_->fatal_error()) return failed_precondition(*link_->fatal_error());
+  if (!reached) {
+    return deadline_exceeded("rank " + std::to_string(options_.rank) + ": version " +
+                             std::to_string(version) +
+                             " not committed to it before the deadline (committed " +
+                             (committed_ ? std::to_string(*committed_) : "nothing") + ")");
   }
   return ok_status();
 }

@@ -115,6 +115,11 @@ class Subscriber {
 
   std::optional<uint64_t> current_version() const;
   Status wait_for_version(uint64_t version, EndpointDeadline deadline) const;
+  // The newest version the coordinator told this rank is committed: the group's, or for a
+  // rank of an engine replica its replica's, committed once every part of the replica acked
+  // it (docs/DECISIONS.md "A replica is committed on its own"). What an engine may serve.
+  std::optional<uint64_t> committed_version() const;
+  Status wait_committed(uint64_t version, EndpointDeadline deadline) const;
   SubscriberStats stats() const;
   std::optional<std::string> fatal_error() const;
   // C() of registered tensor i at current_version().
@@ -172,8 +177,9 @@ class Subscriber {
   std::optional<uint64_t> target_;
   bool retry_requested_ = false;
   std::optional<uint64_t> current_;
-  std::string current_journal_;      // the journal current_ belongs to (JournalHead.journal_id)
-  bool reload_from_anchor_ = false;  // the next attempt drops the held version first
+  std::optional<uint64_t> committed_;  // Commit messages (committed_version)
+  std::string current_journal_;        // the journal current_ belongs to (JournalHead.journal_id)
+  bool reload_from_anchor_ = false;    // the next attempt drops the held version first
   // Recovers in quick succession push the next attempt back (0.25 s doubling to 4 s).
   uint64_t recent_recovers_ = 0;
   std::chrono::steady_clock::time_point last_recover_{};

@@ -2,7 +2,14 @@
 two ranks of a tensor-parallel replica register their shards (one weight split by rows, one by
 columns, a norm whole) with register_slice and slice_of, and after every version each shard
 equals the trainer's tensor at that block, bit for bit; a shard of the wrong size and a slice
-on a rank without a layout are refused by name."""
+on a rank without a layout are refused by name. A replica is committed on its own: while one
+of its ranks refuses a version another replica is committed at it, and its own ranks are not
+told so until the refusing rank holds a version again (a new anchor)."""
+
+import glob
+import json
+import os
+import time
 
 import pytest
 import torch
@@ -60,3 +67,73 @@ def test_registrations_that_do_not_fit_the_layout_are_refused(make_group, endpoi
     with pytest.raises(weightcast.FailedPreconditionError, match="names no layout"):
         whole.register_slice("l.0.q_proj.weight", torch.zeros(3, 10, dtype=torch.bfloat16),
                              (6, 10))
+
+
+def test_a_replica_with_a_rank_that_refuses_is_not_committed_while_another_is(make_group,
+                                                                                endpoints):
+    replicas = [("tp2", 0, "e0"), ("tp2", 1, "e0"), ("tp2", 0, "e1"), ("tp2", 1, "e1")]
+    g = make_group(subscribers=4, layouts=LAYOUTS, subscriber_layouts=replicas)
+    gen = torch.Generator().manual_seed(4)
+    src = tp2_model(gen)
+    pub = weightcast.Publisher(g.config, g.publisher_rank, threads=1)
+    endpoints.append(pub)
+    for k, v in src.items():
+        pub.register(k, v)
+
+    def engine_rank(i):
+        sub = weightcast.Subscriber(g.config, g.subscriber_rank(i), threads=1)
+        endpoints.append(sub)
+        held = {}
+        for k, v in src.items():
+            block = sub.slice_of(k, v.shape)
+            held[k] = (block, torch.zeros_like(v[block]).contiguous())
+            sub.register_slice(k, held[k][1], v.shape)
+        sub.connect()
+        return sub, held
+
+    ranks = [engine_rank(i) for i in range(4)]
+    pub.publish(1).wait_committed(WAIT)
+    for sub, _ in ranks:
+        sub.wait_committed(1, WAIT)
+        assert sub.committed_version == 1
+    # Rank 1 of replica e0 holds other bytes than version 1 in its o_proj columns (4:7), and
+    # the anchor it would reload version 1 from is damaged there too: the delta of version 2,
+    # which changes three of those elements, does not verify on it and it refuses the version.
+    sick, sick_held = ranks[1]
+    sick_held["l.0.o_proj.weight"][1].add_(1)
+    _damage_anchor(g.journal, "l.0.o_proj.weight")
+    for row, col in [(0, 4), (1, 5), (2, 6)]:
+        src["l.0.o_proj.weight"][row, col] += 1
+    pub.publish(2).wait_committed(WAIT)
+    for sub, _ in ranks[2:]:  # replica e1 is committed at 2
+        sub.wait_committed(2, WAIT)
+    partner = ranks[0][0]
+    partner.wait_for_version(2, WAIT)  # it applied version 2 ...
+    deadline = time.monotonic() + WAIT
+    while sick.stats()["nacks"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sick.stats()["nacks"] >= 1
+    committed, held = partner.committed_version, sick.current_version
+    assert committed == 1 and held in (None, 1), (committed, held)  # ... but e0 is not at 2
+    # A new anchor: the refusing rank loads it, and replica e0 is committed again.
+    pub.publish(3, force_anchor=True).wait_committed(WAIT)
+    for sub, _ in ranks:
+        sub.wait_committed(3, WAIT)
+    for sub, held in ranks:
+        for k, (block, shard) in held.items():
+            assert torch.equal(shard.view(torch.int16), src[k][block].view(torch.int16)), k
+
+
+def _damage_anchor(journal, name):
+    """Flips the bytes of tensor ``name`` in every shard file of the journal's anchors."""
+    for path in glob.glob(os.path.join(journal, "*", "*.safetensors")):
+        with open(path, "r+b") as f:
+            size = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(size))
+            if name not in header:
+                continue
+            begin, end = header[name]["data_offsets"]
+            f.seek(8 + size + begin)
+            data = bytearray(f.read(end - begin))
+            f.seek(8 + size + begin)
+            f.write(bytes(b ^ 0x40 for b in data))
