@@ -8,12 +8,14 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "codec/base/file_io.h"
 #include "codec/workload/synthetic_update.h"
 #include "transport/fs/catch_up_reader.h"
 #include "transport/fs/journal_files.h"
+#include "transport/fs/range_records.h"
 #include "transport/fs/rank_publisher.h"
 
 namespace weightcast {
@@ -39,6 +41,7 @@ uint64_t vm_hwm_bytes() {
 struct Piece {
   size_t tensor;
   uint64_t first, count;
+  std::optional<TensorSlice> box;  // a block of columns (--split columns)
 };
 
 std::string tensor_name(size_t i) {
@@ -60,6 +63,20 @@ std::vector<SafetensorsTensorSpec> model_specs(const RanksBenchmarkConfig& c) {
 // longer), so ranges start and end mid-tensor.
 std::vector<std::vector<Piece>> shard(const RanksBenchmarkConfig& c) {
   const uint64_t per = c.parameters / c.tensors, total = per * c.tensors;
+  if (c.split == "columns") {  // uneven blocks of columns, as torch.tensor_split cuts them
+    std::vector<std::vector<Piece>> out(c.ranks);
+    const auto specs = model_specs(c);
+    for (size_t t = 0; t < specs.size(); ++t) {
+      const auto& shape = specs[t].shape;
+      for (uint32_t r = 0; r < c.ranks; ++r) {
+        const TensorSlice s =
+            *TensorSlice::split(shape, static_cast<int64_t>(shape.size()) - 1, c.ranks, r);
+        const uint64_t n = slice_elements(shape, s);
+        if (n > 0) out[r].push_back({t, 0, n, s});
+      }
+    }
+    return out;
+  }
   std::vector<uint64_t> at = {0};
   for (uint32_t r = 1; r < c.ranks; ++r) {
     const double share = static_cast<double>(total) / c.ranks;
@@ -117,7 +134,7 @@ Result<nlohmann::json> run_rank(const RanksBenchmarkConfig& c, const std::string
   uint64_t shard_bytes = 0;
   for (size_t k = 0; k < mine.size(); ++k) {
     ranges.push_back({tensor_name(mine[k].tensor), mine[k].first, mine[k].count,
-                      reinterpret_cast<const uint8_t*>(pieces[k].bf16().data())});
+                      reinterpret_cast<const uint8_t*>(pieces[k].bf16().data()), mine[k].box});
     shard_bytes += mine[k].count * 2;
   }
   ASSIGN_OR_RETURN(auto publisher, RankPublisher::open(o, specs, ranges));
@@ -147,7 +164,15 @@ Result<nlohmann::json> run_single(const RanksBenchmarkConfig& c, const std::stri
     for (uint32_t r = 0; r < c.ranks; ++r) {
       for (size_t k = 0; k < split[r].size(); ++k) {
         const Piece& p = split[r][k];
-        std::memcpy(now[p.tensor].data() + p.first * 2, pieces[r][k].bf16().data(), p.count * 2);
+        const auto* from = reinterpret_cast<const uint8_t*>(pieces[r][k].bf16().data());
+        if (!p.box) {
+          std::memcpy(now[p.tensor].data() + p.first * 2, from, p.count * 2);
+          continue;
+        }
+        for_each_slice_run(specs[p.tensor].shape, *p.box, [&](const SliceRun& run) {
+          std::memcpy(now[p.tensor].data() + run.global * 2, from + run.local * 2, run.count * 2);
+          return true;
+        });
       }
     }
   };
@@ -235,12 +260,16 @@ Result<nlohmann::json> run_reader(const RanksBenchmarkConfig& c, const std::stri
     ASSIGN_OR_RETURN(const auto m, read_manifest_file(layout.step(v) + "/MANIFEST"));
     uint64_t needed = 0;
     for (int i = 0; i < m.tensors_size(); ++i) {
-      const SliceLocator span(specs[static_cast<size_t>(i)].shape, slices[static_cast<size_t>(i)]);
+      // As the reader picks them: a flat range between the slice's first and last element, a
+      // box that shares an element with it.
+      const auto& shape = specs[static_cast<size_t>(i)].shape;
+      const TensorSlice& slice = slices[static_cast<size_t>(i)];
+      const SliceLocator span(shape, slice);
       for (const auto& r : m.tensors(i).ranges()) {
-        if (r.changed() && r.range_offset() < span.end() &&
-            r.range_offset() + r.range_elements() > span.first()) {
-          needed += r.bytes();
-        }
+        const bool meets = r.has_box() ? slices_meet(shape, slice, range_slice(r))
+                                       : r.range_offset() < span.end() &&
+                                             r.range_offset() + r.range_elements() > span.first();
+        if (r.changed() && meets) needed += r.bytes();
       }
     }
     const uint64_t read_before = reader.delta_bytes_read();
@@ -293,11 +322,9 @@ Result<nlohmann::json> run_ranks_benchmark(const RanksBenchmarkConfig& c) {
     pids.push_back(spawn(dir + "/rank-" + std::to_string(r) + ".json",
                          [&, r] { return run_rank(c, dir + "/ranks", r, split[r], lr); }));
   }
-  nlohmann::json out{{"parameters", c.parameters},
-                     {"tensors", c.tensors},
-                     {"ranks", c.ranks},
-                     {"versions", c.versions},
-                     {"density", c.density}};
+  nlohmann::json out{{"parameters", c.parameters}, {"split", c.split},
+                     {"tensors", c.tensors},       {"ranks", c.ranks},
+                     {"versions", c.versions},     {"density", c.density}};
   std::vector<nlohmann::json> ranks;
   for (uint32_t r = 0; r < c.ranks; ++r) {
     ASSIGN_OR_RETURN(nlohmann::json j,

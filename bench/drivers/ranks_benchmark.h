@@ -1,6 +1,7 @@
 // `weightcast bench ranks`: a model published through one journal by several publisher ranks
 // (transport/fs/rank_publisher.h), each a process of its own holding only its FSDP-like shard
-// (flat ranges cut at uneven points across tensor boundaries), against one publisher holding
+// (flat ranges cut at uneven points across tensor boundaries) or, with split "columns", its
+// tensor-parallel blocks of columns of every tensor (boxes), against one publisher holding
 // the whole model (JournalWriter) publishing the same versions in the same run.
 //
 // Figures, each beside its reference:
@@ -33,6 +34,9 @@ struct RanksBenchmarkConfig {
   double density = 0.01;
   // RankPublisherOptions::piece_elements (0: one range record per owned range).
   uint64_t piece_elements = RankPublisherOptions{}.piece_elements;
+  // "flat": FSDP-like ranges; "columns": each rank a block of columns of every tensor (a
+  // tensor-parallel trainer's shards, published as boxes).
+  std::string split = "flat";
   std::function<void(const std::string&)> log;
 };
 

@@ -346,6 +346,11 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
                  "elements (0: one record per range)")
       ->capture_default_str()
       ->check(number_in<uint64_t>(0, kMaxBenchParameters));
+  rb->add_option("--split", rcfg->split,
+                 "How the ranks share the model: flat (FSDP-like ranges across tensors) or "
+                 "columns (tensor parallel: a block of columns of every tensor, boxes)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"flat", "columns"}));
   rb->callback([rcfg, &exit_code] {
     rcfg->log = [](const std::string& line) {
       std::fprintf(stderr, "weightcast: %s\n", line.c_str());
