@@ -316,15 +316,21 @@ std::optional<uint64_t> Subscriber::current_version() const {
 }
 
 Status Subscriber::wait_for_version(uint64_t version, EndpointDeadline deadline) const {
+  return wait_until(current_, version, deadline, "reached");
+}
+
+Status Subscriber::wait_until(const std::optional<uint64_t>& which, uint64_t version,
+                              EndpointDeadline deadline, const char* what) const {
   std::unique_lock<std::mutex> lock(mu_);
   const bool reached = cv_.wait_until(lock, deadline, [&] {
-    return (current_ && *current_ >= version) || (link_ && link_->fatal_error());
+    return (which && *which >= version) || (link_ && link_->fatal_error());
   });
   if (link_ && link_->fatal_error()) return failed_precondition(*link_->fatal_error());
   if (!reached) {
-    return deadline_exceeded("rank " + std::to_string(options_.rank) + ": version " +
-                             std::to_string(version) + " not reached before the deadline (holds " +
-                             (current_ ? std::to_string(*current_) : "nothing") + ")");
+    return deadline_exceeded(
+        "rank " + std::to_string(options_.rank) + ": version " + std::to_string(version) + " not " +
+        what + " before the deadline (holds " + (current_ ? std::to_string(*current_) : "nothing") +
+        ", committed " + (committed_ ? std::to_string(*committed_) : "nothing") + ")");
   }
   return ok_status();
 }
@@ -335,18 +341,7 @@ std::optional<uint64_t> Subscriber::committed_version() const {
 }
 
 Status Subscriber::wait_committed(uint64_t version, EndpointDeadline deadline) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  const bool reached = cv_.wait_until(lock, deadline, [&] {
-    return (committed_ && *committed_ >= version) || (link_ && link_->fatal_error());
-  });
-  if (link_ && link_->fatal_error()) return failed_precondition(*link_->fatal_error());
-  if (!reached) {
-    return deadline_exceeded("rank " + std::to_string(options_.rank) + ": version " +
-                             std::to_string(version) +
-                             " not committed to it before the deadline (committed " +
-                             (committed_ ? std::to_string(*committed_) : "nothing") + ")");
-  }
-  return ok_status();
+  return wait_until(committed_, version, deadline, "committed to it");
 }
 
 SubscriberStats Subscriber::stats() const {

@@ -134,6 +134,9 @@ class Subscriber {
   // Registration's common part: a stageable destination, before connect(), a new name.
   Status add_destination(const TensorRef& destination, std::optional<SliceDestination> slice);
   void on_message(const proto::Envelope& message);
+  // Until `which` (current_ or committed_, read under mu_) reaches `version`; `what` names it.
+  Status wait_until(const std::optional<uint64_t>& which, uint64_t version,
+                    EndpointDeadline deadline, const char* what) const;
   void worker();
   void attempt(uint64_t target);
   // Verifies claimed_version against the journal (on the worker, before its first attempt).

@@ -29,18 +29,11 @@ constexpr uint64_t kElements = 4 * 24 * 32;
 constexpr uint32_t kChunk = 200;  // chunks cross the boxes' rows
 
 std::vector<uint8_t> gather(const std::vector<uint8_t>& full, const TensorSlice& s) {
-  std::vector<uint8_t> out;
-  for_each_slice_run(kShape, s, [&](const SliceRun& r) {
-    out.insert(out.end(), full.begin() + static_cast<int64_t>(r.global * 2),
-               full.begin() + static_cast<int64_t>((r.global + r.count) * 2));
-    return true;
-  });
-  return out;
+  return testing::gather_slice(full, kShape, s);
 }
 
 TensorRef view_of(std::vector<uint8_t>& bytes, const std::string& name) {
-  return TensorRef::contiguous(name, DType::kBF16, bytes.data(),
-                               static_cast<int64_t>(bytes.size() / 2));
+  return testing::bf16_view(bytes, name);
 }
 
 // Four owners: columns 0-12 of experts 0-1, columns 12-32 of experts 0-1, rows 0-5 of experts

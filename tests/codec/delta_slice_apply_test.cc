@@ -29,18 +29,11 @@ constexpr uint32_t kChunk = 256;
 
 // The slice's elements of a whole tensor's bytes, in local order.
 std::vector<uint8_t> gather(const std::vector<uint8_t>& full, const TensorSlice& s) {
-  std::vector<uint8_t> out;
-  for_each_slice_run(kShape, s, [&](const SliceRun& r) {
-    out.insert(out.end(), full.begin() + static_cast<int64_t>(r.global * 2),
-               full.begin() + static_cast<int64_t>((r.global + r.count) * 2));
-    return true;
-  });
-  return out;
+  return testing::gather_slice(full, kShape, s);
 }
 
 TensorRef view_of(std::vector<uint8_t>& bytes, const std::string& name) {
-  return TensorRef::contiguous(name, DType::kBF16, bytes.data(),
-                               static_cast<int64_t>(bytes.size() / 2));
+  return testing::bf16_view(bytes, name);
 }
 
 std::vector<uint8_t> encode(const std::vector<uint8_t>& old_bytes,

@@ -4,11 +4,13 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "codec/checksum.h"
 #include "codec/delta_apply.h"
 #include "codec/delta_encoder.h"
+#include "codec/tensor_slice.h"
 
 namespace weightcast::testing {
 
@@ -61,6 +63,26 @@ inline Result<EncodedDelta> encode(const std::vector<uint8_t>& old_bytes,
 inline TensorRef view_of(std::vector<uint8_t>& bytes, DType dtype) {
   return TensorRef::contiguous("dest", dtype, bytes.data(),
                                static_cast<int64_t>(bytes.size() / dtype_size(dtype)));
+}
+
+// The elements of slice `s` of a tensor of `shape` whose bytes are `full` (elements of `es`
+// bytes), in the slice's local order.
+inline std::vector<uint8_t> gather_slice(const std::vector<uint8_t>& full,
+                                         const std::vector<int64_t>& shape, const TensorSlice& s,
+                                         size_t es = 2) {
+  std::vector<uint8_t> out;
+  for_each_slice_run(shape, s, [&](const SliceRun& r) {
+    out.insert(out.end(), full.begin() + static_cast<int64_t>(r.global * es),
+               full.begin() + static_cast<int64_t>((r.global + r.count) * es));
+    return true;
+  });
+  return out;
+}
+
+// A one-dimensional bf16 view of `bytes`.
+inline TensorRef bf16_view(std::vector<uint8_t>& bytes, const std::string& name) {
+  return TensorRef::contiguous(name, DType::kBF16, bytes.data(),
+                               static_cast<int64_t>(bytes.size() / 2));
 }
 
 }  // namespace weightcast::testing

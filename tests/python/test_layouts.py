@@ -16,7 +16,7 @@ import torch
 
 import weightcast
 from conftest import WAIT
-from tp2_model import LAYOUTS, PLACED, tp2_model
+from tp2_model import LAYOUTS, PLACED, slice_engine, tp2_model
 
 def test_a_tensor_parallel_replica_holds_its_shards_bit_exact(make_group, endpoints):
     g = make_group(subscribers=2, layouts=LAYOUTS, subscriber_layouts=PLACED)
@@ -26,17 +26,7 @@ def test_a_tensor_parallel_replica_holds_its_shards_bit_exact(make_group, endpoi
     endpoints.append(pub)
     for k, v in src.items():
         pub.register(k, v)
-    shards = []
-    for i in range(2):
-        sub = weightcast.Subscriber(g.config, g.subscriber_rank(i), threads=1)
-        endpoints.append(sub)
-        held = {}
-        for k, v in src.items():
-            block = sub.slice_of(k, v.shape)
-            held[k] = (block, torch.zeros_like(v[block]).contiguous())
-            sub.register_slice(k, held[k][1], v.shape)
-        sub.connect()
-        shards.append((sub, held))
+    shards = [slice_engine(g.config, g.subscriber_rank(i), src, endpoints) for i in range(2)]
     # Rows 0:3 / 3:6 of q_proj, columns 0:4 / 4:7 of o_proj, the norm whole on both.
     assert shards[1][1]["l.0.q_proj.weight"][0] == (slice(3, 6), slice(0, 10))
     assert shards[1][1]["l.0.o_proj.weight"][0] == (slice(0, 10), slice(4, 7))
@@ -79,19 +69,7 @@ def test_a_replica_with_a_rank_that_refuses_is_not_committed_while_another_is(ma
     endpoints.append(pub)
     for k, v in src.items():
         pub.register(k, v)
-
-    def engine_rank(i):
-        sub = weightcast.Subscriber(g.config, g.subscriber_rank(i), threads=1)
-        endpoints.append(sub)
-        held = {}
-        for k, v in src.items():
-            block = sub.slice_of(k, v.shape)
-            held[k] = (block, torch.zeros_like(v[block]).contiguous())
-            sub.register_slice(k, held[k][1], v.shape)
-        sub.connect()
-        return sub, held
-
-    ranks = [engine_rank(i) for i in range(4)]
+    ranks = [slice_engine(g.config, g.subscriber_rank(i), src, endpoints) for i in range(4)]
     pub.publish(1).wait_committed(WAIT)
     for sub, _ in ranks:
         sub.wait_committed(1, WAIT)

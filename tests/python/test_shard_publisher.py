@@ -13,7 +13,7 @@ import torch
 
 import weightcast
 from conftest import WAIT
-from tp2_model import LAYOUTS, PLACED, tp2_model
+from tp2_model import LAYOUTS, PLACED, slice_engine, tp2_model
 
 def _flat_shards(model, shards):
     """[(name, first, count)] per shard: even shares of the model's elements in flat order."""
@@ -73,17 +73,7 @@ def test_two_publisher_ranks_publish_one_model_to_two_layouts(make_group, endpoi
         endpoints.append(p)
         pubs.append(p)
     assert [p.shard for p in pubs] == [0, 1] and pubs[0].lead and not pubs[1].lead
-    engines = []
-    for i in range(2):
-        sub = weightcast.Subscriber(g.config, g.subscriber_rank(i), threads=1)
-        endpoints.append(sub)
-        blocks = {}
-        for k, v in src.items():
-            block = sub.slice_of(k, v.shape)
-            blocks[k] = (block, torch.zeros_like(v[block]).contiguous())
-            sub.register_slice(k, blocks[k][1], v.shape)
-        sub.connect()
-        engines.append((sub, blocks))
+    engines = [slice_engine(g.config, g.subscriber_rank(i), src, endpoints) for i in range(2)]
     whole = weightcast.Subscriber(g.config, g.subscriber_rank(2), threads=1)
     endpoints.append(whole)
     mirror = {k: torch.zeros_like(v) for k, v in src.items()}
