@@ -164,12 +164,13 @@ void add_both_forms(JournalFileKind kind, const google::protobuf::MessageLite& m
                     std::vector<std::vector<uint8_t>>* seeds) {
   const uint8_t selector = static_cast<uint8_t>(kind == JournalFileKind::kHead       ? 0
                                                 : kind == JournalFileKind::kManifest ? 1
-                                                                                     : 2);
+                                                : kind == JournalFileKind::kLease    ? 2
+                                                                                     : 3);
   std::vector<uint8_t> file{selector};
   const std::vector<uint8_t> framed = frame_journal_message(kind, message);
   file.insert(file.end(), framed.begin(), framed.end());
   seeds->push_back(std::move(file));
-  std::vector<uint8_t> bare{static_cast<uint8_t>(selector + 3)};
+  std::vector<uint8_t> bare{static_cast<uint8_t>(selector + 4)};
   const std::string payload = message.SerializeAsString();
   bare.insert(bare.end(), payload.begin(), payload.end());
   seeds->push_back(std::move(bare));
@@ -262,6 +263,14 @@ std::vector<std::vector<uint8_t>> make_journal_files_seeds() {
   t->set_checksum(t->ranges(0).checksum() + t->ranges(1).checksum());
   t->set_changed_elements(t->ranges(0).changed_elements() + t->ranges(1).changed_elements());
   add_both_forms(JournalFileKind::kManifest, boxed, &seeds);
+  // Rank 1's fragment of that version: its box only (its own ranges need not tile the tensor).
+  proto::StepManifest fragment = boxed;
+  t = fragment.mutable_tensors(0);
+  t->mutable_ranges()->DeleteSubrange(0, 1);
+  t->mutable_ranges(0)->set_rank(1);
+  t->set_checksum(t->ranges(0).checksum());
+  t->set_changed_elements(t->ranges(0).changed_elements());
+  add_both_forms(JournalFileKind::kFragment, fragment, &seeds);
   proto::Lease lease;
   lease.set_holder("reader-7.node-3.12345");
   lease.set_version(40);

@@ -15,8 +15,9 @@ namespace weightcast::fuzzing {
 
 // Input layout: selector % 3 is the kind (0 HEAD, 1 MANIFEST, 2 lease); (selector / 3) % 2 is
 // 1 when the rest is a bare message to frame, 0 when it is a framed file.
-inline constexpr JournalFileKind kJournalFuzzKinds[3] = {
-    JournalFileKind::kHead, JournalFileKind::kManifest, JournalFileKind::kLease};
+inline constexpr JournalFileKind kJournalFuzzKinds[4] = {
+    JournalFileKind::kHead, JournalFileKind::kManifest, JournalFileKind::kLease,
+    JournalFileKind::kFragment};
 
 // `payload` in the frame of `kind` (magic, u32 length, payload, XXH3-64), whatever it holds.
 std::vector<uint8_t> frame_raw_journal_payload(JournalFileKind kind,

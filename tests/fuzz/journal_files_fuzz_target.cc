@@ -43,8 +43,9 @@ namespace {
 
 using weightcast::JournalFileKind;
 
-const std::string kWhat[3] = {"fuzz-root/HEAD", "fuzz-root/step-00000041/MANIFEST",
-                              "fuzz-root/leases/fuzz.lease"};
+const std::string kWhat[4] = {"fuzz-root/HEAD", "fuzz-root/step-00000041/MANIFEST",
+                              "fuzz-root/leases/fuzz.lease",
+                              "fuzz-root/.staging/step-00000041.ranks/rank-1/FRAGMENT"};
 
 // Every refusal names the file it refuses.
 void check_refusal(const weightcast::Status& s, const std::string& what) {
@@ -89,6 +90,9 @@ void check_kind(JournalFileKind kind, std::span<const uint8_t> file, Parse parse
   if (kind != JournalFileKind::kLease) {
     check_refusal(parse_lease(file, kWhat[2]).status(), kWhat[2]);
   }
+  if (kind != JournalFileKind::kFragment) {
+    check_refusal(parse_rank_fragment(file, kWhat[3]).status(), kWhat[3]);
+  }
   fuzzing::fuzz_reached(fuzzing::kParsed);
 }
 
@@ -105,8 +109,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzzing::fuzz_reached(fuzzing::kFrameRefused);  // no selector byte: nothing to frame
     return 0;
   }
-  const JournalFileKind kind = fuzzing::kJournalFuzzKinds[data[0] % 3];
-  const bool bare = (data[0] / 3) % 2 == 1;
+  const JournalFileKind kind = fuzzing::kJournalFuzzKinds[data[0] % 4];
+  const bool bare = (data[0] / 4) % 2 == 1;
   const std::span<const uint8_t> rest(data + 1, size - 1);
   std::vector<uint8_t> framed;
   if (bare) framed = fuzzing::frame_raw_journal_payload(kind, rest);
@@ -129,6 +133,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case JournalFileKind::kLease:
       check_kind(kind, file, [](auto b, const std::string& w, const JournalFileLimits& l) {
         return parse_lease(b, w, l);
+      });
+      break;
+    case JournalFileKind::kFragment:  // a rank's own ranges, boxes among them
+      check_kind(kind, file, [](auto b, const std::string& w, const JournalFileLimits& l) {
+        return parse_rank_fragment(b, w, l);
       });
       break;
   }

@@ -63,7 +63,7 @@ struct OwnedRange {
   uint64_t first = 0;
   uint64_t count = 0;
   const uint8_t* data = nullptr;
-  std::optional<TensorSlice> box;
+  std::optional<TensorSlice> box = std::nullopt;
 };
 
 struct RankPublishReport {
