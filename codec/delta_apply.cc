@@ -116,6 +116,18 @@ class ChunkApplier {
       });
       return;
     }
+    if (addr_.contiguous() && !slice_) {  // a slice's record: the same kernels, run by run
+      for_each_record_run(c, chunk, [&](uint64_t run_global, uint32_t k, uint32_t n) {
+        const int64_t first_pos =
+            static_cast<int64_t>(dest_first_) - static_cast<int64_t>(run_global);
+        out->checksum_change += kernels::dispatch(es_, [&]<typename U>() {
+          return kernels::apply_values<U>(base_, chunk.positions.data() + k,
+                                          chunk.values.data() + k, n, first_pos,
+                                          dest_end_ - dest_first_, run_global, &out->changed);
+        });
+      });
+      return;
+    }
     for (uint32_t k = 0; k < chunk.changed; ++k) {
       write(global(start + chunk.positions[k]), chunk.positions[k],
             diff_from_value(chunk.values[k], w_), /*is_diff=*/true, out);
@@ -149,6 +161,17 @@ class ChunkApplier {
       });
       return true;
     }
+    if (addr_.contiguous() && !slice_) {
+      for_each_record_run(c, chunk, [&](uint64_t run_global, uint32_t k, uint32_t n) {
+        const int64_t first_pos =
+            static_cast<int64_t>(dest_first_) - static_cast<int64_t>(run_global);
+        kernels::dispatch(es_, [&]<typename U>() {
+          kernels::revert_values<U>(base_, chunk.positions.data() + k, chunk.values.data() + k, n,
+                                    first_pos, dest_end_ - dest_first_);
+        });
+      });
+      return true;
+    }
     for (uint32_t k = 0; k < chunk.changed; ++k) {
       uint8_t* p = at(global(start + chunk.positions[k]));
       if (p != nullptr) store(p, (load(p) - diff_from_value(chunk.values[k], w_)) & mask_);
@@ -157,6 +180,22 @@ class ChunkApplier {
   }
 
  private:
+  // For a slice's record: chunk c's changes by run of consecutive global indices, as
+  // fn(global index of chunk position 0 were the run extended, first change, changes).
+  template <typename F>
+  void for_each_record_run(uint32_t c, const DecodedChunk& chunk, F&& fn) const {
+    const uint64_t start = h_.range_offset + uint64_t{h_.chunk_elements} * c;
+    const uint32_t* pos = chunk.positions.data();
+    uint32_t k = 0;
+    record_map_->for_each_run(start, start + h_.chunk_length(c), [&](const SliceRun& run) {
+      const uint64_t from = run.local - start, to = from + run.count;
+      uint32_t end = k;
+      while (end < chunk.changed && pos[end] < to) ++end;
+      if (end > k) fn(run.global - from, k, end - k);
+      k = end;
+      return k < chunk.changed;
+    });
+  }
   // The global index of the record's element `k` (its range's index space).
   uint64_t global(uint64_t k) const { return record_map_ ? record_map_->global(k) : k; }
   // Where the destination holds element `global`; nullptr where it does not.
