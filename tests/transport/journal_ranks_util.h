@@ -12,6 +12,7 @@
 #include "codec/checksum.h"
 #include "codec/delta_encoder.h"
 #include "codec/slice_checksum.h"
+#include "tests/codec/test_data.h"
 #include "tests/transport/journal_test_model.h"
 #include "transport/fs/rank_anchor.h"
 #include "transport/fs/rank_fragments.h"
@@ -211,13 +212,7 @@ inline Result<std::vector<TensorSlice>> declared(const std::string& name,
 inline std::vector<uint8_t> gather(const std::vector<uint8_t>& full,
                                    const std::vector<int64_t>& shape, const TensorSlice& s,
                                    size_t es) {
-  std::vector<uint8_t> out;
-  for_each_slice_run(shape, s, [&](const SliceRun& r) {
-    out.insert(out.end(), full.begin() + static_cast<int64_t>(r.global * es),
-               full.begin() + static_cast<int64_t>((r.global + r.count) * es));
-    return true;
-  });
-  return out;
+  return gather_slice(full, shape, s, es);
 }
 
 }  // namespace weightcast::testing
