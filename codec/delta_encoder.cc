@@ -11,7 +11,8 @@
 namespace weightcast {
 
 Result<DeltaRecordHeader> delta_header_for(const EncodeOptions& o, uint64_t range_elements) {
-  uint64_t slice_tensor_elements = 0;
+  uint64_t tensor_elements =
+      o.tensor_elements != 0 ? o.tensor_elements : o.range_offset + range_elements;
   if (o.slice != nullptr) {
     const std::string who = "tensor '" + o.name + "'";
     RETURN_IF_ERROR(check_slice(o.name, o.slice->shape, o.slice->slice));
@@ -25,7 +26,7 @@ Result<DeltaRecordHeader> delta_header_for(const EncodeOptions& o, uint64_t rang
                               std::to_string(numel) + ", not " + std::to_string(range_elements) +
                               " from " + std::to_string(o.range_offset));
     }
-    slice_tensor_elements = numel;
+    tensor_elements = numel;
   }
   DeltaRecordHeader h;
   h.name = o.name;
@@ -33,8 +34,7 @@ Result<DeltaRecordHeader> delta_header_for(const EncodeOptions& o, uint64_t rang
   h.chunk_elements = o.chunk_elements;
   h.range_offset = o.range_offset;
   h.range_elements = range_elements;
-  h.tensor_elements = o.tensor_elements != 0 ? o.tensor_elements : o.range_offset + range_elements;
-  if (o.slice != nullptr) h.tensor_elements = slice_tensor_elements;
+  h.tensor_elements = tensor_elements;
   h.base_version = o.base_version;
   h.target_version = o.target_version;
   RETURN_IF_ERROR(h.validate());

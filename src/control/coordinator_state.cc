@@ -67,7 +67,11 @@ CoordinatorSettings CoordinatorSettings::from_config(const proto::GroupConfig& c
   return s;
 }
 
-CoordinatorState::CoordinatorState(CoordinatorSettings settings) : settings_(std::move(settings)) {}
+CoordinatorState::CoordinatorState(CoordinatorSettings settings) : settings_(std::move(settings)) {
+  for (const auto& [rank, where] : settings_.layout_ranks) {
+    replicas_[where.layout + "/" + where.replica].push_back(rank);
+  }
+}
 
 void CoordinatorState::restore_head(uint64_t head, std::optional<uint64_t> anchor,
                                     std::vector<proto::TensorChecksum> checksums, TimePoint now,

@@ -189,8 +189,6 @@ class CoordinatorState {
   // Commit messages to the ranks of each engine replica whose every part acked a version past
   // the last one committed to it (at most the group's commit).
   std::vector<OutgoingMessage> replica_commits();
-  // The ranks of each replica ("layout/replica"), by part.
-  std::map<std::string, std::vector<uint32_t>> replicas() const;
   proto::Envelope commit_message(uint32_t protocol, uint64_t version) const;
   void add_replica_status(proto::StatusReply* s) const;
   // Why the ack's checksums are not the offer's (empty when they are). Tensors `deferred`
@@ -205,7 +203,9 @@ class CoordinatorState {
   // LayoutRules::splits, remembered (its rules are regexes; acks name every tensor).
   bool layout_splits(const std::string& layout, const std::string& tensor);
   std::map<std::pair<std::string, std::string>, bool> splits_;
-  // Per replica ("layout/replica"): the newest version committed to it.
+  // Per replica ("layout/replica"): its ranks (from the settings' layout ranks, once), and
+  // the newest version committed to it.
+  std::map<std::string, std::vector<uint32_t>> replicas_;
   std::map<std::string, uint64_t> replica_committed_;
   proto::Envelope envelope(uint32_t protocol) const;
   OutgoingMessage refuse(const std::string& peer, uint32_t protocol, const std::string& reason,

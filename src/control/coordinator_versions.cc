@@ -255,17 +255,9 @@ bool CoordinatorState::advance_commit(TimePoint now) {
   return true;
 }
 
-std::map<std::string, std::vector<uint32_t>> CoordinatorState::replicas() const {
-  std::map<std::string, std::vector<uint32_t>> out;
-  for (const auto& [rank, where] : settings_.layout_ranks) {
-    out[where.layout + "/" + where.replica].push_back(rank);
-  }
-  return out;
-}
-
 std::vector<OutgoingMessage> CoordinatorState::replica_commits() {
   std::vector<OutgoingMessage> out;
-  for (const auto& [key, ranks] : replicas()) {
+  for (const auto& [key, ranks] : replicas_) {
     // Every part of the replica is here and acked; a part recovering holds its replica back,
     // so no rank of it serves a version another part does not hold.
     std::optional<uint64_t> reachable = committed_;
@@ -291,7 +283,7 @@ std::vector<OutgoingMessage> CoordinatorState::replica_commits() {
 }
 
 void CoordinatorState::add_replica_status(proto::StatusReply* s) const {
-  for (const auto& [key, ranks] : replicas()) {
+  for (const auto& [key, ranks] : replicas_) {
     proto::ReplicaStatus& rs = *s->add_replicas();
     rs.set_layout(key.substr(0, key.find('/')));
     rs.set_replica(key.substr(key.find('/') + 1));

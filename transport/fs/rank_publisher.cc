@@ -113,13 +113,15 @@ Result<std::unique_ptr<RankPublisher>> RankPublisher::open(RankPublisherOptions 
     }
   }
   ranges = std::move(pieces);
-  // The declared slices of each range's tensor, once: their shares are kept up to date.
-  p->slices_.resize(ranges.size());
+  // The declared slices of each tensor the rank owns part of, once per tensor (not per
+  // piece): the ranges' shares of them are kept up to date.
   p->shares_.resize(ranges.size());
-  for (size_t k = 0; k < ranges.size() && options.journal.declared_slices; ++k) {
-    const SafetensorsTensorSpec& t = model[p->tensor_of_[k]];
-    ASSIGN_OR_RETURN(p->slices_[k], options.journal.declared_slices(t.name, t.shape));
-    p->declared_of_[p->tensor_of_[k]] = &p->slices_[k];
+  for (const size_t i : p->tensor_of_) {
+    if (p->declared_.contains(i)) continue;
+    std::vector<TensorSlice>& slices = p->declared_[i];
+    if (options.journal.declared_slices) {
+      ASSIGN_OR_RETURN(slices, options.journal.declared_slices(model[i].name, model[i].shape));
+    }
   }
   options.journal.root = options.root;
   if (options.rank == 0) {
@@ -209,7 +211,7 @@ void RankPublisher::add_shares(Part* part) const {
     for (size_t j = 0; j < shares_[k].size(); ++j) sum[j] += shares_[k][j];
   }
   for (const auto& [tensor, sum] : sums) {
-    const std::vector<TensorSlice>& slices = *declared_of_.at(tensor);
+    const std::vector<TensorSlice>& slices = declared_.at(tensor);
     for (size_t j = 0; j < sum.size(); ++j) {
       part->add_slice_share(model_[tensor].name, slices[j], sum[j]);
     }
@@ -220,10 +222,10 @@ Status RankPublisher::take_shares(size_t k) {
   const SafetensorsTensorSpec& t = model_[tensor_of_[k]];
   const OwnedRange& r = ranges_[k];
   shares_[k].clear();
-  if (slices_[k].empty()) return ok_status();
+  if (slices_of(k).empty()) return ok_status();
   const TensorRef own = TensorRef::contiguous(t.name, t.dtype, const_cast<uint8_t*>(r.data),
                                               static_cast<int64_t>(r.count));
-  ASSIGN_OR_RETURN(shares_[k], partial_checksums(own, t.shape, owned_slice(r), slices_[k]));
+  ASSIGN_OR_RETURN(shares_[k], partial_checksums(own, t.shape, owned_slice(r), slices_of(k)));
   return ok_status();
 }
 
@@ -292,8 +294,8 @@ Result<RankPublishReport> RankPublisher::publish_delta(uint64_t version) {
       // The shares follow the changes the encoder reports (O(changed), as the single writer's
       // slice checksums: slice_checksums.h); a range outside every declared slice has none.
       std::optional<SliceChangeSums> tracked;
-      if (!slices_[k].empty()) {
-        tracked.emplace(t.shape, slices_[k], es, shares_[k]);
+      if (!slices_of(k).empty()) {
+        tracked.emplace(t.shape, slices_of(k), es, shares_[k]);
         e.on_changes = [&tracked](uint64_t first, const uint32_t* positions, uint32_t n,
                                   const uint8_t* old_chunk, const uint8_t* new_chunk) {
           tracked->add(first, positions, n, old_chunk, new_chunk);

@@ -109,11 +109,13 @@ class RankPublisher {
   std::vector<SafetensorsTensorSpec> model_;
   std::vector<OwnedRange> ranges_;
   std::vector<size_t> tensor_of_;  // per range, its tensor's index in model_
-  // Per range: the declared slices of its tensor, and the range's share of C() over each at
-  // the last version published (take_shares computes them from the range's bytes).
-  std::vector<std::vector<TensorSlice>> slices_;
+  // The declared slices of each tensor the rank owns a range of (by index in model_), and per
+  // range its share of C() over each at the last version published (take_shares computes
+  // them from the range's bytes).
+  std::map<size_t, std::vector<TensorSlice>> declared_;
   std::vector<std::vector<uint64_t>> shares_;
-  std::map<size_t, const std::vector<TensorSlice>*> declared_of_;  // by tensor, into slices_
+  // The declared slices of range k's tensor.
+  const std::vector<TensorSlice>& slices_of(size_t k) const { return declared_.at(tensor_of_[k]); }
   std::unique_ptr<JournalWriter> writer_;
   // The bytes of every range at the last version published (the rank's own shard, not the
   // model), and C() of each range then.
