@@ -62,10 +62,15 @@ std::vector<OutgoingMessage> CoordinatorState::on_offer(const proto::Offer& offe
     proto::Offer& forwarded = *e.mutable_offer();
     forwarded = offer;
     // Only the descriptors of the paths this subscriber was given (opaque to the coordinator).
-    auto& descriptors = *forwarded.mutable_live_descriptors();
-    for (auto it = descriptors.begin(); it != descriptors.end();) {
-      const bool given = std::find(m.paths.begin(), m.paths.end(), it->first) != m.paths.end();
-      it = given ? std::next(it) : descriptors.erase(it);
+    const auto keep_given = [&](auto& descriptors) {
+      for (auto it = descriptors.begin(); it != descriptors.end();) {
+        const bool given = std::find(m.paths.begin(), m.paths.end(), it->first) != m.paths.end();
+        it = given ? std::next(it) : descriptors.erase(it);
+      }
+    };
+    keep_given(*forwarded.mutable_live_descriptors());
+    for (auto& shard : *forwarded.mutable_shard_descriptors()) {
+      keep_given(*shard.mutable_live_descriptors());
     }
     nccl_mark_offer(rank, forwarded);
     out.push_back({m.peer, std::move(e)});

@@ -56,17 +56,30 @@ Status check_welcome(const proto::Welcome& m, const MessageLimits& l) {
   return check_string(m.plan(), "welcome plan", l);
 }
 
-Status check_offer(const proto::Offer& m, const MessageLimits& l) {
-  RETURN_IF_ERROR(check_checksums(m.checksums(), "offer", l));
-  if (static_cast<size_t>(m.live_descriptors_size()) > l.max_transports)
-    return too_many("offer", m.live_descriptors_size(), "live descriptors", l.max_transports);
-  for (const auto& [path, descriptor] : m.live_descriptors()) {
-    RETURN_IF_ERROR(check_string(path, "offer live descriptor name", l));
+template <typename Map>
+Status check_live_descriptors(const Map& descriptors, const std::string& what,
+                              const MessageLimits& l) {
+  if (static_cast<size_t>(descriptors.size()) > l.max_transports)
+    return too_many(what, descriptors.size(), "live descriptors", l.max_transports);
+  for (const auto& [path, descriptor] : descriptors) {
+    RETURN_IF_ERROR(check_string(path, what + " live descriptor name", l));
     if (descriptor.size() > l.max_blob_bytes) {
-      return invalid_argument(std::string(kPrefix) + "offer live descriptor '" + path + "' has " +
+      return invalid_argument(std::string(kPrefix) + what + " live descriptor '" + path + "' has " +
                               std::to_string(descriptor.size()) + " bytes, more than " +
                               std::to_string(l.max_blob_bytes));
     }
+  }
+  return ok_status();
+}
+
+Status check_offer(const proto::Offer& m, const MessageLimits& l) {
+  RETURN_IF_ERROR(check_checksums(m.checksums(), "offer", l));
+  RETURN_IF_ERROR(check_live_descriptors(m.live_descriptors(), "offer", l));
+  if (static_cast<size_t>(m.shard_descriptors_size()) > l.max_members)
+    return too_many("offer", m.shard_descriptors_size(), "shard descriptors", l.max_members);
+  for (const auto& shard : m.shard_descriptors()) {
+    RETURN_IF_ERROR(check_live_descriptors(shard.live_descriptors(),
+                                           "offer shard " + std::to_string(shard.shard()), l));
   }
   return check_string(m.journal_id(), "offer journal_id", l);
 }

@@ -101,9 +101,36 @@ class LivePathServer : public LivePathSide {
                                                   std::shared_ptr<const DeltaInMemory> delta) = 0;
 };
 
+// The parts of one version that several publisher ranks serve (docs/DECISIONS.md "Several
+// publisher ranks"), each from its own memory: an engine rank reads the records it needs from
+// the ranks that own them. Used by one thread.
+class LiveRankParts {
+ public:
+  virtual ~LiveRankParts() = default;
+  // Bytes [offset, offset + bytes) of the committed step's part file `file`, from the rank that
+  // serves it; nullopt when no rank serves that part on this path (the reader takes it from the
+  // journal). The bytes are not verified here: a delta record carries its own XXH3. An error:
+  // the path failed (the rank gone, its version retired, the deadline).
+  [[nodiscard]] virtual Result<std::optional<std::vector<uint8_t>>> read(const std::string& file,
+                                                                         uint64_t offset,
+                                                                         uint64_t bytes) = 0;
+  virtual uint64_t bytes_read() const = 0;  // bytes that crossed the path so far
+};
+
 // A subscriber's side.
 class LivePathFetcher : public LivePathSide {
  public:
+  // The rank parts of `version`: `shards` holds, per publisher rank that served its parts on
+  // this path, its shard and this path's descriptor (Offer.shard_descriptors). Reads end by
+  // `deadline`. Default: kUnimplemented (the path carries no rank parts).
+  [[nodiscard]] virtual Result<std::unique_ptr<LiveRankParts>> open_rank_parts(
+      uint64_t version, const std::vector<std::pair<uint32_t, std::string>>& shards,
+      std::chrono::steady_clock::time_point deadline) {
+    (void)version;
+    (void)shards;
+    (void)deadline;
+    return Status(StatusCode::kUnimplemented, name() + " carries no publisher ranks' parts");
+  }
   // An Offer for `version` carried this path's `descriptor` (the rank link's thread: must not
   // block). A path whose sender waits for every receiver (a collective) starts taking part
   // here, whether or not the version is fetched later. Default: nothing to do.
@@ -135,6 +162,10 @@ class LivePath {
   // saying why not (no UCX in this build; no usable GPU or no loadable NCCL). A cheap check:
   // making a side may still fail, saying why, and the rank then goes without the path.
   [[nodiscard]] virtual Status viable(const proto::GroupConfig& config) const = 0;
+  // Whether the path can serve one publisher rank's parts of a version (LivePathServer::serve
+  // given that rank's fragment and parts) and read them back by range
+  // (LivePathFetcher::open_rank_parts). A collective path (nccl) cannot.
+  virtual bool carries_rank_parts() const { return false; }
   [[nodiscard]] virtual Result<std::unique_ptr<LivePathServer>> make_server(
       const LivePathRank& rank) const = 0;
   [[nodiscard]] virtual Result<std::unique_ptr<LivePathFetcher>> make_fetcher(

@@ -64,6 +64,13 @@ Result<std::unique_ptr<ShardPublisher>> ShardPublisher::start(
   o.anchor_every = config.anchor_every();
   o.wait = p->options_.parts_wait;
   ASSIGN_OR_RETURN(o.journal, group_journal_options(config, p->pool_.get(), p->options_.log));
+  ShardPublisher* self = p.get();
+  p->start_live_paths();
+  if (!p->live_.empty()) {
+    o.serve = [self](uint64_t version, std::shared_ptr<const DeltaInMemory> delta) {
+      return self->serve(version, std::move(delta));
+    };
+  }
   for (const OwnedRange& r : ranges) {
     for (const auto& t : model) {
       if (t.name == r.name) p->shard_bytes_ += r.count * dtype_size(t.dtype);
@@ -74,12 +81,12 @@ Result<std::unique_ptr<ShardPublisher>> ShardPublisher::start(
   if (p->lead()) {
     if (const auto& head = p->publisher_->writer()->head()) p->published_ = head->version();
   }
-  ShardPublisher* self = p.get();
   RankLinkOptions link;
   link.rank = p->options_.rank;
   link.role = proto::ROLE_PUBLISHER;
   link.heartbeat = std::chrono::milliseconds(config.timeouts().heartbeat_ms());
   link.log = p->options_.log;
+  for (const auto& path : p->live_) link.transports.push_back(path->name());
   ASSIGN_OR_RETURN(p->link_, RankLink::start(
                                  config, link,
                                  [self](const proto::Envelope& m) { self->credit_->on_message(m); },
@@ -139,6 +146,15 @@ void ShardPublisher::offer(const RankPublishReport& report,
   offer.set_stored_bytes(report.commit ? report.commit->stored_bytes : report.stored_bytes);
   offer.set_published_unix_us(started_unix);
   offer.set_journal_id(writer.head()->journal_id());
+  if (report.commit) {
+    const auto& served = report.commit->rank_live_descriptors;
+    for (size_t shard = 0; shard < served.size(); ++shard) {
+      if (served[shard].empty()) continue;  // read from the journal
+      proto::ShardDescriptors& d = *offer.add_shard_descriptors();
+      d.set_shard(static_cast<uint32_t>(shard));
+      d.mutable_live_descriptors()->insert(served[shard].begin(), served[shard].end());
+    }
+  }
   // For the benches: the lead's own shard and its peak RSS, never the model's.
   offer.set_model_bytes(shard_bytes_);
   offer.set_peak_rss_bytes(process_peak_rss_bytes());
@@ -147,6 +163,41 @@ void ShardPublisher::offer(const RankPublishReport& report,
                                                  .count()));
   credit_->offered(report.version);
   link_->send(std::move(e));
+}
+
+void ShardPublisher::start_live_paths() {
+  const auto all = options_.live_paths ? options_.live_paths : default_live_paths();
+  LivePathRegistry registry;
+  const auto paths = all->paths();
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (paths[i]->carries_rank_parts()) registry.add(static_cast<int>(paths.size() - i), paths[i]);
+  }
+  LivePathRank rank;
+  rank.rank = options_.rank;
+  rank.config = config_;
+  rank.send = [this](proto::Envelope e) {
+    if (link_) link_->send(std::move(e));
+  };
+  rank.log = options_.log;
+  live_ = start_live_servers(registry, rank);
+}
+
+std::map<std::string, std::string> ShardPublisher::serve(
+    uint64_t version, std::shared_ptr<const DeltaInMemory> delta) {
+  std::map<std::string, std::string> descriptors;
+  for (const auto& path : live_) {
+    auto descriptor = path->serve(version, delta);
+    if (!descriptor.ok()) {
+      if (options_.log) {
+        options_.log("publisher rank " + std::to_string(options_.rank) + ": version " +
+                     std::to_string(version) + " not served over " + path->name() + ": " +
+                     descriptor.status().message());
+      }
+    } else if (!descriptor->empty()) {
+      descriptors[path->name()] = std::move(descriptor).value();
+    }
+  }
+  return descriptors;
 }
 
 std::optional<uint64_t> ShardPublisher::committed() const {
@@ -165,6 +216,7 @@ void ShardPublisher::stop(const std::string& reason) {
   }
   credit_->stop();
   if (link_) link_->stop(reason);
+  for (const auto& path : live_) path->shutdown();
 }
 
 }  // namespace weightcast

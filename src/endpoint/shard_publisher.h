@@ -11,6 +11,10 @@
 //   transport/fs/rank_publisher.h for each step:  optimizer.step();  p->publish(version); // every
 //   shard, same versions
 //
+// On the group's live paths that carry rank parts (ucx), each shard serves its own parts of every
+// delta from its memory; the lead's Offer carries every shard's descriptors, and each engine
+// rank reads the records it needs straight from the shards that own them.
+//
 // publish() returns once this shard's part is durable (the lead: once the version is committed
 // to the journal and offered). The lead first waits until fewer than max_in_flight offered
 // versions are uncommitted (the group's back-pressure); the other shards wait for the lead's plan
@@ -21,6 +25,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,6 +36,7 @@
 #include "codec/base/thread_pool.h"
 #include "src/control/zmq_channel.h"
 #include "src/endpoint/group_credit.h"
+#include "src/endpoint/live_path.h"
 #include "src/endpoint/rank_link.h"
 #include "transport/fs/rank_publisher.h"
 #include "weightcast/group_config.pb.h"
@@ -46,6 +52,9 @@ struct ShardPublisherOptions {
   std::chrono::milliseconds parts_wait{0};
   // How long the lead waits for the group to commit older versions (0: twice the ack timeout).
   std::chrono::milliseconds credit_timeout{0};
+  // The live paths to serve this shard's parts on: those of the group's transports that carry
+  // rank parts (LivePath::carries_rank_parts); unset: default_live_paths().
+  std::shared_ptr<const LivePathRegistry> live_paths;
 };
 
 // The config's publisher ranks in rank order: shard k is the k-th. Refused by name when `rank`
@@ -87,12 +96,19 @@ class ShardPublisher {
   ShardPublisher(proto::GroupConfig config, ShardPublisherOptions options, ShardPlace place);
   void offer(const RankPublishReport& report, std::chrono::steady_clock::time_point started,
              uint64_t started_unix);
+  // Starts the live paths that carry rank parts (the group's transports that can run here).
+  void start_live_paths();
+  // Serves this shard's parts of `version` on them: path name -> descriptor.
+  std::map<std::string, std::string> serve(uint64_t version,
+                                           std::shared_ptr<const DeltaInMemory> delta);
 
   proto::GroupConfig config_;
   ShardPublisherOptions options_;
   ShardPlace place_;
   uint64_t shard_bytes_ = 0;
   std::unique_ptr<ThreadPool> pool_;
+  // Declared before publisher_, whose parts they may serve: destroyed after it.
+  std::vector<std::unique_ptr<LivePathServer>> live_;
   std::unique_ptr<RankPublisher> publisher_;
   std::unique_ptr<RankLink> link_;
 

@@ -153,6 +153,14 @@ class Subscriber {
   void stop_live_paths();
   // The paths whose descriptors `version`'s Offer carried, in the Welcome's order.
   std::vector<std::pair<LivePathFetcher*, std::string>> live_carriers(uint64_t version);
+  // Per publisher rank that served its parts of a version on a path: its shard, its descriptor.
+  using ShardList = std::vector<std::pair<uint32_t, std::string>>;
+  std::vector<std::pair<LivePathFetcher*, ShardList>> live_rank_carriers(uint64_t version);
+  // A version several publisher ranks wrote, its records read from the ranks that serve them
+  // (the rest from the journal); nullopt when no live path carries its rank parts.
+  std::optional<Status> apply_rank_parts(uint64_t version,
+                                         std::chrono::steady_clock::time_point deadline,
+                                         uint64_t* bytes_read, std::string* how);
 
   proto::GroupConfig config_;
   SubscriberOptions options_;
@@ -176,6 +184,8 @@ class Subscriber {
   std::vector<std::string> live_order_;  // Welcome.transports: the order paths are tried in
   // The Offers' live descriptors, by version then path name (the last few versions).
   std::map<uint64_t, std::map<std::string, std::string>> live_descriptors_;
+  // The Offers' shard descriptors, by version then path name.
+  std::map<uint64_t, std::map<std::string, ShardList>> live_shards_;
   mutable std::condition_variable cv_;
   std::optional<uint64_t> target_;
   bool retry_requested_ = false;

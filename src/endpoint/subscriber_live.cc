@@ -46,9 +46,15 @@ bool Subscriber::note_live_message(const proto::Envelope& m) {
       live_descriptors_[version][name] = descriptor;
     }
     std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& shard : m.offer().shard_descriptors()) {
+      for (const auto& [name, descriptor] : shard.live_descriptors()) {
+        live_shards_[version][name].emplace_back(shard.shard(), descriptor);
+      }
+    }
     while (live_descriptors_.size() > kKeptVersions) {
       live_descriptors_.erase(live_descriptors_.begin());
     }
+    while (live_shards_.size() > kKeptVersions) live_shards_.erase(live_shards_.begin());
   }
   if (m.has_recover()) {  // after a failure or a timeout: the journal up to its target
     forget_live_through(m.recover().target_version());
@@ -75,6 +81,59 @@ std::vector<std::pair<LivePathFetcher*, std::string>> Subscriber::live_carriers(
   return carriers;
 }
 
+std::vector<std::pair<LivePathFetcher*, Subscriber::ShardList>> Subscriber::live_rank_carriers(
+    uint64_t version) {
+  std::vector<std::pair<LivePathFetcher*, ShardList>> carriers;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto offered = live_shards_.find(version);
+  if (offered == live_shards_.end()) return carriers;
+  for (const std::string& name : live_order_) {
+    auto shards = offered->second.find(name);
+    if (shards == offered->second.end()) continue;
+    for (const auto& path : live_) {
+      if (path->name() == name) carriers.emplace_back(path.get(), shards->second);
+    }
+  }
+  return carriers;
+}
+
+std::optional<Status> Subscriber::apply_rank_parts(uint64_t version,
+                                                   std::chrono::steady_clock::time_point deadline,
+                                                   uint64_t* bytes_read, std::string* how) {
+  for (auto& [path, shards] : live_rank_carriers(version)) {
+    const std::string what = path->name() + " version " + std::to_string(version);
+    auto parts = path->open_rank_parts(version, shards, deadline);
+    if (!parts.ok()) {
+      if (options_.log) {
+        options_.log("subscriber: " + what + " from the publisher ranks: " +
+                     parts.status().message() + "; reading the journal");
+      }
+      continue;
+    }
+    // A record a rank fails to serve is read from the journal, where the version is durable.
+    std::string failed;
+    const auto live = [&](const std::string& file, uint64_t offset,
+                          uint64_t bytes) -> Result<std::optional<std::vector<uint8_t>>> {
+      if (!failed.empty()) return std::optional<std::vector<uint8_t>>();
+      auto got = (*parts)->read(file, offset, bytes);
+      if (got.ok()) return got;
+      failed = got.status().message();
+      return std::optional<std::vector<uint8_t>>();
+    };
+    const uint64_t journal_before = reader_->delta_bytes_read();
+    Status s = reader_->apply_delta_step_live(version, live);
+    if (!failed.empty() && options_.log) {
+      options_.log("subscriber: " + what + ": " + failed + "; the rest read from the journal");
+    }
+    if (!s.ok()) return Status(s.code(), "over " + path->name() + ": " + s.message());
+    const uint64_t journal = reader_->delta_bytes_read() - journal_before;
+    *bytes_read += (*parts)->bytes_read() + journal;
+    *how = journal == 0 ? path->name() : path->name() + "+fs";
+    return ok_status();
+  }
+  return std::nullopt;
+}
+
 std::optional<Status> Subscriber::apply_over_live_paths(uint64_t target, uint64_t* bytes_read,
                                                         std::string* how) {
   const std::optional<uint64_t> held = reader_->held();
@@ -82,6 +141,13 @@ std::optional<Status> Subscriber::apply_over_live_paths(uint64_t target, uint64_
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(config_.timeouts().ack_timeout_ms());
   for (uint64_t v = *held + 1; v <= target; ++v) {
+    if (auto ranked = apply_rank_parts(v, deadline, bytes_read, how)) {
+      if (!ranked->ok()) {
+        forget_live_through(target);
+        return ranked;
+      }
+      continue;
+    }
     bool applied = false;
     for (auto& [path, descriptor] : live_carriers(v)) {
       auto fetched = path->fetch(v, descriptor, deadline);
@@ -112,6 +178,7 @@ void Subscriber::forget_live_through(uint64_t version) {
   for (const auto& path : live_) path->forget_through(version);
   std::lock_guard<std::mutex> lock(mu_);
   live_descriptors_.erase(live_descriptors_.begin(), live_descriptors_.upper_bound(version));
+  live_shards_.erase(live_shards_.begin(), live_shards_.upper_bound(version));
 }
 
 void Subscriber::stop_live_paths() {

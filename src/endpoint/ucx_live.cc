@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "src/control/group_config.h"
+#include "src/endpoint/ucx_rank_parts.h"
 #include "transport/fs/journal_files.h"
 #include "weightcast/config.h"
 
@@ -112,13 +113,17 @@ class UcxLiveServer final : public LivePathServer {
 class UcxLiveFetcher final : public LivePathFetcher {
  public:
   static Result<std::unique_ptr<LivePathFetcher>> create(const std::string& tls) {
-    std::unique_ptr<UcxLiveFetcher> f(new UcxLiveFetcher());
-    f->tls_ = tls;
+    std::unique_ptr<UcxLiveFetcher> f(new UcxLiveFetcher(tls));
     RETURN_IF_ERROR(f->ensure_transport());
     return std::unique_ptr<LivePathFetcher>(std::move(f));
   }
 
   std::string name() const override { return kName; }
+  Result<std::unique_ptr<LiveRankParts>> open_rank_parts(
+      uint64_t version, const std::vector<std::pair<uint32_t, std::string>>& shards,
+      std::chrono::steady_clock::time_point deadline) override {
+    return rank_readers_.open(version, shards, deadline);
+  }
   std::string describe() const override {
     return transport_ ? describe_info(transport_->info(), tls_, "")
                       : std::string(kName) + " (not connected)";
@@ -167,7 +172,7 @@ class UcxLiveFetcher final : public LivePathFetcher {
   }
 
  private:
-  UcxLiveFetcher() = default;
+  explicit UcxLiveFetcher(std::string tls) : tls_(tls), rank_readers_(std::move(tls)) {}
   Status ensure_transport() {
     if (transport_) return ok_status();
     store_ = std::make_shared<InMemoryStore>();
@@ -185,6 +190,7 @@ class UcxLiveFetcher final : public LivePathFetcher {
   std::string tls_;
   std::shared_ptr<InMemoryStore> store_;
   std::unique_ptr<PartReader> transport_;  // made by UcxSubscriberTransport::create
+  UcxRankReaders rank_readers_;            // versions several publisher ranks serve
 };
 
 #endif  // WEIGHTCAST_HAVE_UCX
@@ -192,6 +198,7 @@ class UcxLiveFetcher final : public LivePathFetcher {
 class UcxLivePath final : public LivePath {
  public:
   std::string name() const override { return kName; }
+  bool carries_rank_parts() const override { return true; }
   Status viable(const proto::GroupConfig&) const override {
     if (!ucx_built())
       return Status(StatusCode::kUnimplemented, std::string(kName) + ": " + kNotBuilt);

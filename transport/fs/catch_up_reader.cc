@@ -216,7 +216,15 @@ Status CatchUpReader::load_anchor(uint64_t version) {
   return ok_status();
 }
 
-Status CatchUpReader::apply_delta_step(uint64_t version) {
+Status CatchUpReader::apply_delta_step_live(uint64_t version, const LiveRecordReader& live) {
+  if (!held_ || *held_ + 1 != version) {
+    return failed_precondition("delta " + std::to_string(version) + " applies to version " +
+                               std::to_string(version - 1));
+  }
+  return apply_delta_step(version, &live);
+}
+
+Status CatchUpReader::apply_delta_step(uint64_t version, const LiveRecordReader* live) {
   // An anchor step carries its delta from the version before in delta/ (journal_writer.h).
   std::string dir = layout_.step(version);
   ASSIGN_OR_RETURN(auto m, read_manifest_file(dir + "/MANIFEST"));
@@ -243,6 +251,10 @@ Status CatchUpReader::apply_delta_step(uint64_t version) {
     const proto::PartInfo& p = m.parts(static_cast<int>(part));  // checked by the manifest
     using Bytes = std::optional<std::vector<uint8_t>>;
     if (p.compression() != proto::COMPRESSION_NONE) return Bytes();
+    if (live) {
+      ASSIGN_OR_RETURN(Bytes served, (*live)(p.file(), offset, bytes));
+      if (served) return served;
+    }
     ASSIGN_OR_RETURN(auto record, read_file_range(dir + "/" + p.file(), offset, bytes));
     delta_bytes_read_ += bytes;
     return Bytes(std::move(record));

@@ -137,6 +137,16 @@ class CatchUpReader {
                           std::vector<std::vector<uint8_t>> stored_parts,
                           const std::string& source);
 
+  // One record's bytes as a live path serves them (src/endpoint/live_path.h LiveRankParts):
+  // [offset, offset + bytes) of the step's part file `file`; nullopt where it does not serve them.
+  using LiveRecordReader = std::function<Result<std::optional<std::vector<uint8_t>>>(
+      const std::string& file, uint64_t offset, uint64_t bytes)>;
+  // Applies delta `version`, which several publisher ranks wrote, as a journal step (its
+  // manifest read from the journal, every check), reading each record through `live` where it
+  // serves it and from the journal otherwise (delta_bytes_read() counts only the latter).
+  // kFailedPrecondition when the held version is not version - 1; an error of `live` fails it.
+  Status apply_delta_step_live(uint64_t version, const LiveRecordReader& live);
+
   // Catches up to HEAD, then polls HEAD every `poll` and catches up again, until the held
   // version reaches `until_version` (kDeadlineExceeded at `deadline`).
   Result<CatchUpReport> follow(uint64_t until_version,
@@ -172,7 +182,7 @@ class CatchUpReader {
                           std::span<const std::optional<Result<ApplyReport>>> done,
                           std::span<const uint64_t> targets, const std::string& what) const;
   Status load_anchor(uint64_t version);
-  Status apply_delta_step(uint64_t version);
+  Status apply_delta_step(uint64_t version, const LiveRecordReader* live = nullptr);
   using PartLoader = std::function<Result<std::vector<uint8_t>>(size_t index)>;
   // One record's bytes (part, offset and bytes in the decompressed part), for a tensor written
   // in ranges by several ranks; nullopt: read the whole part instead (a compressed one).

@@ -29,6 +29,13 @@ struct DeltaPartOptions {
   std::function<Status(const std::string& file, uint64_t bytes)> before_write;
 };
 
+// A version's delta from the version before, as a live transport serves it: the delta
+// manifest (for an anchor: the one of the delta it carries) and each part's stored bytes.
+struct DeltaInMemory {
+  proto::StepManifest manifest;
+  std::vector<std::vector<uint8_t>> parts;
+};
+
 // Builds the parts of one delta step inside `dir` (a staging directory) and records them in
 // `manifest`: parts, and for each added tensor changed/part/offset/bytes. Part files are
 // written and fsynced as they fill; the directory is the caller's to fsync. An uncompressed

@@ -176,6 +176,34 @@ Status check_manifest(const proto::StepManifest& m, const std::string& what,
   return check_manifest_covering(m, what, limits, RangeCoverage::kWhole);
 }
 
+namespace {
+
+// Live descriptors belong to a rank's fragment only: a committed step never keeps them (they
+// name memory of processes that come and go).
+Status check_live_descriptors(const proto::StepManifest& m, const std::string& what,
+                              RangeCoverage coverage) {
+  if (m.live_descriptors().empty()) return ok_status();
+  if (coverage != RangeCoverage::kPartial) {
+    return data_loss(what + ": a committed step carries live descriptors");
+  }
+  if (m.live_descriptors_size() > static_cast<int>(kMaxRankLiveDescriptors)) {
+    return data_loss(what + ": " + std::to_string(m.live_descriptors_size()) +
+                     " live descriptors, more than " + std::to_string(kMaxRankLiveDescriptors));
+  }
+  for (const auto& [path, descriptor] : m.live_descriptors()) {
+    if (path.empty() || path.size() > kMaxRankLivePathNameBytes ||
+        descriptor.size() > kMaxRankLiveDescriptorBytes) {
+      return data_loss(what + ": live descriptor '" + path.substr(0, kMaxRankLivePathNameBytes) +
+                       "' (" + std::to_string(descriptor.size()) +
+                       " bytes) has an empty or long name or is over " +
+                       std::to_string(kMaxRankLiveDescriptorBytes) + " bytes");
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 Status check_manifest_covering(const proto::StepManifest& m, const std::string& what,
                                const JournalFileLimits& limits, RangeCoverage coverage) {
   if (m.format_version() != kJournalFormatVersion) {
@@ -207,6 +235,7 @@ Status check_manifest_covering(const proto::StepManifest& m, const std::string& 
       static_cast<size_t>(m.parts_size()) > limits.max_parts) {
     return data_loss(what + ": more tensors or parts than the limits allow");
   }
+  RETURN_IF_ERROR(check_live_descriptors(m, what, coverage));
   std::set<std::string, std::less<>> part_names;
   for (const auto& p : m.parts()) {
     if (!is_safe_part_file_name(p.file())) {

@@ -41,6 +41,11 @@ struct JournalFileLimits {
   size_t max_slice_checksums = 16'000'000;  // StepManifest.slice_checksums entries
 };
 
+// A rank fragment's live descriptors (journal.proto StepManifest.live_descriptors).
+inline constexpr size_t kMaxRankLiveDescriptors = 16;
+inline constexpr size_t kMaxRankLivePathNameBytes = 64;
+inline constexpr size_t kMaxRankLiveDescriptorBytes = size_t{1} << 20;
+
 // The 4-byte magic of a kind ("WCHD", "WCMF", "WCLS", "WCRF").
 const char* journal_file_magic(JournalFileKind kind);
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -47,13 +48,6 @@ struct JournalOptions {
 // A tensor of the model at one version: contiguous little-endian host bytes.
 using PublishTensor = TensorBytesView;
 
-// A version's delta from the version before, as a live transport serves it: the delta
-// manifest (for an anchor: the one of the delta it carries) and each part's stored bytes.
-struct DeltaInMemory {
-  proto::StepManifest manifest;
-  std::vector<std::vector<uint8_t>> parts;
-};
-
 struct PublishReport {
   uint64_t version = 0;
   bool anchor = false;
@@ -66,6 +60,9 @@ struct PublishReport {
   // With JournalOptions::delta.keep_in_memory: the version's delta, when it has one (not for
   // a first version, a changed tensor set, or a delta no smaller than the model).
   std::optional<DeltaInMemory> delta;
+  // publish_rank_fragments: each rank's live descriptors (path name -> descriptor), by rank,
+  // from its fragment (rank_fragments.h ServeRankParts).
+  std::vector<std::map<std::string, std::string>> rank_live_descriptors;
 };
 
 // Publishing with one copy of the model instead of two (what a publisher's snapshot needs):

@@ -39,12 +39,14 @@ Result<PublishReport> JournalWriter::publish_rank_fragments(uint64_t version, ui
                                "' is empty: rank fragments are deltas, publish an anchor first");
   }
   ASSIGN_OR_RETURN(const std::string staged, create_staging_dir(layout_, version));
-  auto merged = merge_rank_fragments(layout_, head_manifest_, version, ranks, wait, staged);
+  std::vector<std::map<std::string, std::string>> live;
+  auto merged = merge_rank_fragments(layout_, head_manifest_, version, ranks, wait, staged, &live);
   if (!merged.ok()) {
     (void)remove_tree(staged);
     return merged.status();
   }
   PublishReport report;
+  report.rank_live_descriptors = std::move(live);
   for (const auto& t : merged->tensors()) {
     report.changed_tensors += t.changed() ? 1 : 0;
     report.changed_elements += t.changed_elements();

@@ -198,7 +198,11 @@ uint64_t RankFragmentWriter::stored_bytes() const {
   return parts_->stored_bytes();
 }
 
-Status RankFragmentWriter::finish() {
+std::string merged_part_file(uint32_t rank, const std::string& file) {
+  return "r" + std::to_string(rank) + "-" + file;
+}
+
+Status RankFragmentWriter::finish(const ServeRankParts& serve) {
   if (finished_) return failed_precondition("rank " + std::to_string(rank_) + ": finished twice");
   RETURN_IF_ERROR(parts_->finish());
   for (auto& t : *fragment_.mutable_tensors()) {
@@ -210,6 +214,19 @@ Status RankFragmentWriter::finish() {
     t.set_checksum(sum);
     t.set_changed(changed != 0);
     t.set_changed_elements(changed);
+  }
+  if (serve) {
+    auto served = std::make_shared<DeltaInMemory>();
+    served->manifest = fragment_;
+    for (auto& p : *served->manifest.mutable_parts()) p.set_file(merged_part_file(rank_, p.file()));
+    served->parts = parts_->take_stored_parts();
+    if (served->parts.size() != static_cast<size_t>(fragment_.parts_size())) {
+      return failed_precondition("rank " + std::to_string(rank_) +
+                                 ": serving parts needs a writer that keeps them in memory");
+    }
+    for (auto& [path, descriptor] : serve(version_, std::move(served))) {
+      (*fragment_.mutable_live_descriptors())[path] = std::move(descriptor);
+    }
   }
   RETURN_IF_ERROR(put_rank_fragment(layout_, rank_, temp_dir_, fragment_));
   finished_ = true;
@@ -266,10 +283,10 @@ Status wait_for_rank_fragments(const JournalLayout& layout, uint64_t version, ui
   }
 }
 
-Result<proto::StepManifest> merge_rank_fragments(const JournalLayout& layout,
-                                                 const proto::StepManifest& head, uint64_t version,
-                                                 uint32_t ranks, std::chrono::milliseconds wait,
-                                                 const std::string& staged_dir) {
+Result<proto::StepManifest> merge_rank_fragments(
+    const JournalLayout& layout, const proto::StepManifest& head, uint64_t version, uint32_t ranks,
+    std::chrono::milliseconds wait, const std::string& staged_dir,
+    std::vector<std::map<std::string, std::string>>* live) {
   const std::string what =
       "version " + std::to_string(version) + " of journal '" + layout.root() + "'";
   if (ranks == 0) return invalid_argument(what + ": no publisher ranks");
@@ -303,11 +320,14 @@ Result<proto::StepManifest> merge_rank_fragments(const JournalLayout& layout,
     if (f.version() != version || f.base_version() + 1 != version) {
       return data_loss(who + " is of version " + std::to_string(f.version()));
     }
+    if (live != nullptr) {
+      live->emplace_back(f.live_descriptors().begin(), f.live_descriptors().end());
+    }
     const auto first_part = static_cast<uint32_t>(out.parts_size());
     for (const auto& p : f.parts()) {
       proto::PartInfo* moved = out.add_parts();
       *moved = p;
-      moved->set_file("r" + std::to_string(rank) + "-" + p.file());
+      moved->set_file(merged_part_file(rank, p.file()));
       moves.emplace_back(dir + "/" + p.file(), staged_dir + "/" + moved->file());
     }
     for (const auto& ft : f.tensors()) {

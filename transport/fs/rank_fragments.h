@@ -17,6 +17,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -34,6 +36,17 @@ namespace weightcast {
 // Where rank fragments of `version` lie, and rank `rank`'s fragment directory in it.
 std::string rank_fragments_dir(const JournalLayout& layout, uint64_t version);
 std::string rank_fragment_dir(const JournalLayout& layout, uint64_t version, uint32_t rank);
+
+// The name rank `rank`'s part file `file` (as its fragment names it) takes in the committed step.
+std::string merged_part_file(uint32_t rank, const std::string& file);
+
+// Serves a rank's parts of delta `version` on its live paths (src/endpoint/shard_publisher.h):
+// `delta` holds its fragment, whose parts are named as the committed step names them
+// (merged_part_file), and their stored bytes. Returns live path name -> descriptor for the
+// paths that serve them (a path that failed is left out: the engines read those parts from the
+// journal).
+using ServeRankParts = std::function<std::map<std::string, std::string>(
+    uint64_t version, std::shared_ptr<const DeltaInMemory> delta)>;
 
 // Lists a rank's share of C() over `slice` of `tensor` in its fragment (the writer adds up the
 // shares of every rank into the step's slice checksums).
@@ -84,7 +97,9 @@ class RankFragmentWriter {
   // partial_checksums): the writer adds up the shares of every rank that lists one.
   void add_slice_share(const std::string& tensor, const TensorSlice& slice, uint64_t share);
   // Writes the last part and FRAGMENT, fsyncs them and puts the fragment in place. Once.
-  Status finish();
+  // With `serve` (the writer opened with DeltaPartOptions::keep_in_memory), the parts are
+  // served before the fragment is put in place, and FRAGMENT lists the descriptors.
+  Status finish(const ServeRankParts& serve = {});
 
   uint64_t stored_bytes() const;
 
@@ -108,10 +123,11 @@ class RankFragmentWriter {
 // `head` is the head version's manifest, which every tensor's ranges must start from. Waits
 // until every rank 0..ranks-1 has put its fragment in place or `wait` has passed
 // (kDeadlineExceeded naming the ranks missing). Fills tensors (in the head's order), parts and
-// slice checksums (the sum of the ranks' shares); the caller sets the journal fields.
-Result<proto::StepManifest> merge_rank_fragments(const JournalLayout& layout,
-                                                 const proto::StepManifest& head, uint64_t version,
-                                                 uint32_t ranks, std::chrono::milliseconds wait,
-                                                 const std::string& staged_dir);
+// slice checksums (the sum of the ranks' shares); the caller sets the journal fields. With
+// `live`, each rank's live descriptors, by rank.
+Result<proto::StepManifest> merge_rank_fragments(
+    const JournalLayout& layout, const proto::StepManifest& head, uint64_t version, uint32_t ranks,
+    std::chrono::milliseconds wait, const std::string& staged_dir,
+    std::vector<std::map<std::string, std::string>>* live = nullptr);
 
 }  // namespace weightcast

@@ -260,11 +260,16 @@ Result<RankPublishReport> RankPublisher::publish_anchor(uint64_t version) {
   return report;
 }
 
+DeltaPartOptions RankPublisher::part_options() const {
+  DeltaPartOptions parts = options_.journal.delta;
+  parts.keep_in_memory = parts.keep_in_memory || static_cast<bool>(options_.serve);
+  return parts;
+}
+
 Result<RankPublishReport> RankPublisher::publish_delta(uint64_t version) {
   RankPublishReport report;
   report.version = version;
-  auto part =
-      RankFragmentWriter::open(options_.root, version, options_.rank, options_.journal.delta);
+  auto part = RankFragmentWriter::open(options_.root, version, options_.rank, part_options());
   if (!part.ok()) return part.status().with_context(who(version));
   for (size_t k = 0; k < ranges_.size(); ++k) {
     const SafetensorsTensorSpec& t = model_[tensor_of_[k]];
@@ -308,7 +313,7 @@ Result<RankPublishReport> RankPublisher::publish_delta(uint64_t version) {
     }
   }
   add_shares(part->get());
-  RETURN_IF_ERROR((*part)->finish().with_context(who(version)));
+  RETURN_IF_ERROR((*part)->finish(options_.serve).with_context(who(version)));
   report.stored_bytes = (*part)->stored_bytes();
   if (writer_) {
     ASSIGN_OR_RETURN(report.commit,

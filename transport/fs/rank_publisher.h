@@ -34,6 +34,7 @@
 #include "codec/formats/safetensors_format.h"
 #include "codec/tensor_slice.h"
 #include "transport/fs/journal_writer.h"
+#include "transport/fs/rank_fragments.h"
 
 namespace weightcast {
 
@@ -48,6 +49,10 @@ struct RankPublisherOptions {
   // of its own (0: one record per range), so that an engine rank whose slice meets part of a
   // long range reads only the pieces it needs.
   uint64_t piece_elements = uint64_t{1} << 21;
+  // Serves each delta's parts on the rank's live paths before its part is put in place
+  // (rank_fragments.h); the lead's commit report then lists every rank's descriptors
+  // (PublishReport::rank_live_descriptors). Unset: the engines read the parts from the journal.
+  ServeRankParts serve;
   // Rank 0's journal writer (its root is `root`); every rank plans anchors with its
   // anchor options and writes deltas with its part options, so give every rank the same.
   JournalOptions journal;
@@ -98,6 +103,8 @@ class RankPublisher {
   Result<RankPublishReport> publish_anchor(uint64_t version);
   Result<RankPublishReport> publish_delta(uint64_t version);
   std::string who(uint64_t version) const;
+  // The journal's part options, keeping the parts in memory when they are served.
+  DeltaPartOptions part_options() const;
   Status take_shares(size_t k);
   // Adds the rank's share of each declared slice to `part`, summed over its ranges per tensor.
   template <typename Part>

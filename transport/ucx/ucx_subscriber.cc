@@ -131,14 +131,28 @@ Result<std::shared_ptr<const UcxVersionBlob>> UcxSubscriberTransport::load(uint6
 
 Status UcxSubscriberTransport::fetch(uint64_t version, const PartDescriptor& part,
                                      std::span<uint8_t> dest, Deadline deadline) {
-  const std::string what =
-      "ucx fetch of part '" + part.name + "' of version " + std::to_string(version);
+  return read_part(version, part, 0, dest, true, deadline);
+}
+
+Status UcxSubscriberTransport::fetch_range(uint64_t version, const PartDescriptor& part,
+                                           uint64_t offset, std::span<uint8_t> dest,
+                                           Deadline deadline) {
+  return read_part(version, part, offset, dest, false, deadline);
+}
+
+Status UcxSubscriberTransport::read_part(uint64_t version, const PartDescriptor& part,
+                                         uint64_t offset, std::span<uint8_t> dest, bool whole,
+                                         Deadline deadline) {
+  const std::string what = "ucx fetch of part '" + part.name + "' of version " +
+                           std::to_string(version) +
+                           (whole ? std::string() : " at offset " + std::to_string(offset));
   std::unique_lock lock(mu_);
   RETURN_IF_ERROR(sticky_.check());
   RETURN_IF_ERROR(check_deadline(deadline, what));
-  if (dest.size() != part.bytes) {
-    return invalid_argument(what + ": destination has " + std::to_string(dest.size()) +
-                            " bytes, the part " + std::to_string(part.bytes));
+  if (whole ? dest.size() != part.bytes
+            : offset > part.bytes || dest.size() > part.bytes - offset) {
+    return invalid_argument(what + ": " + std::to_string(dest.size()) +
+                            " bytes do not fit the part's " + std::to_string(part.bytes));
   }
   ASSIGN_OR_RETURN(const auto loaded, load(version));
   const UcxVersionBlob& blob = *loaded;
@@ -161,9 +175,11 @@ Status UcxSubscriberTransport::fetch(uint64_t version, const PartDescriptor& par
     if (!mapped.ok()) return mapped.status();
     in_segment = *mapped;
   }
+  const std::optional<uint64_t> expected = whole ? std::optional<uint64_t>(p->xxh3) : std::nullopt;
   if (in_segment != nullptr) {
     loads_.fetch_add(1, std::memory_order_relaxed);
-    got = read_mapped(*p, in_segment + p->segment_offset, dest, deadline).with_context(what);
+    got = read_mapped(in_segment + p->segment_offset + offset, dest, expected, deadline)
+              .with_context(what);
   } else if (p->bytes > 0) {
     RETURN_IF_ERROR(sticky_.record(connect(blob.worker_address)));
     auto rk = rkey(version, *p);
@@ -171,12 +187,14 @@ Status UcxSubscriberTransport::fetch(uint64_t version, const PartDescriptor& par
     void* mapped = nullptr;
     if (ucp_rkey_ptr(*rk, p->remote_address, &mapped) == UCS_OK) {
       loads_.fetch_add(1, std::memory_order_relaxed);
-      got = read_mapped(*p, static_cast<const uint8_t*>(mapped), dest, deadline).with_context(what);
+      got = read_mapped(static_cast<const uint8_t*>(mapped) + offset, dest, expected, deadline)
+                .with_context(what);
     } else {
       gets_.fetch_add(1, std::memory_order_relaxed);
-      got = sticky_.record(get_chunks(*p, *rk, dest, deadline).with_context(what));
+      got = sticky_.record(
+          get_chunks(p->remote_address + offset, *rk, dest, expected, deadline).with_context(what));
     }
-  } else if (XXH3_64bits(dest.data(), 0) != p->xxh3) {
+  } else if (whole && XXH3_64bits(dest.data(), 0) != p->xxh3) {
     got = data_loss(what + ": the bytes read do not match their XXH3");
   }
   if (got.code() != StatusCode::kDataLoss) return got;
@@ -278,8 +296,8 @@ Result<ucp_rkey_h> UcxSubscriberTransport::rkey(uint64_t version, const UcxPartB
 // hashed from the registers it is copied through. Nothing to progress and no connection
 // involved: the mapping (a shared segment in segments_, or UCX's, held by the rkey) stays
 // valid even if the publisher exits or retires the version meanwhile.
-Status UcxSubscriberTransport::read_mapped(const UcxPartBlob& part, const uint8_t* mapped,
-                                           std::span<uint8_t> dest, Deadline deadline) {
+Status UcxSubscriberTransport::read_mapped(const uint8_t* mapped, std::span<uint8_t> dest,
+                                           std::optional<uint64_t> xxh3, Deadline deadline) {
   CopyingHasher copier(dest);
   constexpr size_t kBlock = CopyingHasher::kBlockBytes;
   const size_t chunk = std::max<size_t>(options_.mapped_chunk_bytes / kBlock * kBlock, 4096);
@@ -293,7 +311,7 @@ Status UcxSubscriberTransport::read_mapped(const UcxPartBlob& part, const uint8_
                                std::to_string(dest.size()) + " bytes");
     }
   }
-  return check_hash(copier.digest(), part.xxh3);
+  return xxh3 ? check_hash(copier.digest(), *xxh3) : ok_status();
 }
 
 // Chunked gets with at most max_in_flight outstanding; on any failure or the deadline the
@@ -304,8 +322,9 @@ Status UcxSubscriberTransport::read_mapped(const UcxPartBlob& part, const uint8_
 // hashed (XXH3, streaming) a slice at a time between progress calls, while later gets are in
 // flight, and the complete part is compared with part.xxh3: kDataLoss, naming both hashes,
 // when they differ. Hashing a chunk just after it lands also reads it from cache, not DRAM.
-Status UcxSubscriberTransport::get_chunks(const UcxPartBlob& part, ucp_rkey_h rkey,
-                                          std::span<uint8_t> dest, Deadline deadline) {
+Status UcxSubscriberTransport::get_chunks(uint64_t remote_address, ucp_rkey_h rkey,
+                                          std::span<uint8_t> dest, std::optional<uint64_t> xxh3,
+                                          Deadline deadline) {
   struct InFlight {
     void* request;
     size_t offset;
@@ -329,7 +348,7 @@ Status UcxSubscriberTransport::get_chunks(const UcxPartBlob& part, ucp_rkey_h rk
     while (next < dest.size() && in_flight.size() < options_.max_in_flight) {
       const size_t n = std::min(options_.chunk_bytes, dest.size() - next);
       ucs_status_ptr_t r =
-          ucp_get_nbx(conn_->ep, dest.data() + next, n, part.remote_address + next, rkey, &params);
+          ucp_get_nbx(conn_->ep, dest.data() + next, n, remote_address + next, rkey, &params);
       if (UCS_PTR_IS_ERR(r)) {
         error = ucx_status(UCS_PTR_STATUS(r), "get at offset " + std::to_string(next));
         break;
@@ -378,7 +397,7 @@ Status UcxSubscriberTransport::get_chunks(const UcxPartBlob& part, ucp_rkey_h rk
   }
   if (in_flight.empty() && error.ok()) {
     (void)XXH3_64bits_update(hash.get(), dest.data() + hashed, dest.size() - hashed);
-    return check_hash(XXH3_64bits_digest(hash.get()), part.xxh3);
+    return xxh3 ? check_hash(XXH3_64bits_digest(hash.get()), *xxh3) : ok_status();
   }
   if (in_flight.empty() && conn_->failure == UCS_OK) return error;
   for (const auto& f : in_flight) ucp_request_cancel(worker, f.request);

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -160,6 +161,11 @@ class UcxSubscriberTransport final : public PartReader {
   Result<VersionDescriptor> describe(uint64_t version, Deadline deadline) override;
   Status fetch(uint64_t version, const PartDescriptor& part, std::span<uint8_t> dest,
                Deadline deadline) override;
+  // Bytes [offset, offset + dest.size()) of `part`, for a reader that needs one record of a
+  // part: the part's XXH3 is not checked (the caller verifies what it read: a delta record's
+  // own XXH3 trailer). Errors as fetch's.
+  Status fetch_range(uint64_t version, const PartDescriptor& part, uint64_t offset,
+                     std::span<uint8_t> dest, Deadline deadline);
 
   // Why the latest shared segments could not be mapped (reports), oldest first.
   std::vector<std::string> segment_failures() const {
@@ -192,9 +198,13 @@ class UcxSubscriberTransport final : public PartReader {
   Status connect(const std::vector<uint8_t>& worker_address);
   void disconnect();  // force-closes the endpoint: outstanding gets complete as cancelled
   Result<ucp_rkey_h> rkey(uint64_t version, const UcxPartBlob& part);
-  Status get_chunks(const UcxPartBlob& part, ucp_rkey_h rkey, std::span<uint8_t> dest,
-                    Deadline deadline);
-  Status read_mapped(const UcxPartBlob& part, const uint8_t* mapped, std::span<uint8_t> dest,
+  // fetch (`whole`) or fetch_range.
+  Status read_part(uint64_t version, const PartDescriptor& part, uint64_t offset,
+                   std::span<uint8_t> dest, bool whole, Deadline deadline);
+  // Reads dest.size() bytes from `remote_address` (or `mapped`), checking their XXH3 when given.
+  Status get_chunks(uint64_t remote_address, ucp_rkey_h rkey, std::span<uint8_t> dest,
+                    std::optional<uint64_t> xxh3, Deadline deadline);
+  Status read_mapped(const uint8_t* mapped, std::span<uint8_t> dest, std::optional<uint64_t> xxh3,
                      Deadline deadline);
   // The start of the blob's segment's data mapped here, or null (no segment, or one that
   // cannot be mapped from here: read through UCX); an error when the segment is gone.
