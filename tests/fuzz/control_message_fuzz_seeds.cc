@@ -74,6 +74,17 @@ std::vector<proto::Envelope> every_body_kind() {
   (*offer->mutable_live_descriptors())["nccl"] = std::string("\x08\x03", 2);  // epoch 3
   all.push_back(m);
 
+  // A version two publisher ranks wrote, each serving its parts over ucx.
+  m = envelope(1, false);
+  m.mutable_offer()->set_version(43);
+  for (uint32_t shard : {0u, 1u}) {
+    proto::ShardDescriptors* d = m.mutable_offer()->add_shard_descriptors();
+    d->set_shard(shard);
+    (*d->mutable_live_descriptors())["ucx"] =
+        std::string("WCUB\x01\x00\x00\x00", 8) + std::string(24, static_cast<char>(shard));
+  }
+  all.push_back(m);
+
   m = envelope(1, false);
   m.mutable_offer()->set_version(32);
   m.mutable_offer()->set_anchor(true);

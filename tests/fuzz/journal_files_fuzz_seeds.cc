@@ -271,6 +271,9 @@ std::vector<std::vector<uint8_t>> make_journal_files_seeds() {
   t->set_checksum(t->ranges(0).checksum());
   t->set_changed_elements(t->ranges(0).changed_elements());
   add_both_forms(JournalFileKind::kFragment, fragment, &seeds);
+  // The same fragment as a rank serving its parts over ucx writes it.
+  (*fragment.mutable_live_descriptors())["ucx"] = std::string("WCUB\x01\x00\x00\x00", 8);
+  add_both_forms(JournalFileKind::kFragment, fragment, &seeds);
   proto::Lease lease;
   lease.set_holder("reader-7.node-3.12345");
   lease.set_version(40);

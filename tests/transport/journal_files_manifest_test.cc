@@ -280,5 +280,36 @@ TEST(JournalFilesManifestSlices, MoreSliceChecksumsThanTheLimit) {
                             {"2 slice checksums exceed the limit 1"});
 }
 
+// A rank's FRAGMENT may list the descriptors its live paths returned (rank_fragments.h), within
+// limits; a committed step never does.
+TEST(JournalFilesManifestLive, ACommittedStepWithLiveDescriptors) {
+  auto m = valid_delta();
+  (*m.mutable_live_descriptors())["ucx"] = "blob";
+  expect_refused(m, {"a committed step carries live descriptors"});
+}
+
+TEST(JournalFilesManifestLive, AFragmentsDescriptorsWithinAndPastTheLimits) {
+  const auto fragment_status = [](const proto::StepManifest& m) {
+    return check_manifest_covering(m, kManifestWhat, {}, RangeCoverage::kPartial);
+  };
+  auto m = valid_delta();
+  (*m.mutable_live_descriptors())["ucx"] = std::string(kMaxRankLiveDescriptorBytes, 'b');
+  EXPECT_TRUE(fragment_status(m).ok()) << fragment_status(m).to_string();
+  auto big = m;
+  (*big.mutable_live_descriptors())["ucx"] += "b";
+  testing::expect_data_loss(fragment_status(big), kManifestWhat,
+                            {"live descriptor 'ucx' (1048577 bytes)", "over 1048576 bytes"});
+  auto unnamed = valid_delta();
+  (*unnamed.mutable_live_descriptors())[""] = "blob";
+  testing::expect_data_loss(fragment_status(unnamed), kManifestWhat,
+                            {"live descriptor '' (4 bytes) has an empty or long name"});
+  auto many = valid_delta();
+  for (size_t i = 0; i <= kMaxRankLiveDescriptors; ++i) {
+    (*many.mutable_live_descriptors())["p" + std::to_string(i)] = "d";
+  }
+  testing::expect_data_loss(fragment_status(many), kManifestWhat,
+                            {"17 live descriptors, more than 16"});
+}
+
 }  // namespace
 }  // namespace weightcast
