@@ -17,4 +17,8 @@ namespace weightcast::api {
 // "0.1.0 (abc1234)": the library's version and revision.
 const char* version_string();
 
+// Whether this build can carry versions over UCX (a group config's `ucx` transport); a build
+// without it reads every version from the journal.
+bool ucx_built();
+
 }  // namespace weightcast::api

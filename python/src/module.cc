@@ -177,6 +177,9 @@ NB_MODULE(_core, m) {
   wp::register_status_translator();
   m.def("version", [] { return std::string(weightcast::api::version_string()); });
   m.def(
+      "ucx_built", [] { return weightcast::api::ucx_built(); },
+      "Whether this build can carry versions over UCX (a group's `ucx` transport).");
+  m.def(
       "describe",
       [](const std::string& name, const wp::AnyArray& array, std::optional<std::string> dtype) {
         const auto ref = wp::tensor_ref(name, array, dtype);

@@ -26,4 +26,10 @@ def describe(tensor, name="tensor"):
     return _core.describe(name, array, dtype)
 
 
-__all__ = ["Publisher", "PublishHandle", "ShardPublisher", "Step", "Subscriber", "describe", *_errors]
+def ucx_built():
+    """Whether this build can carry versions over UCX (a group's ``ucx`` transport)."""
+    return _core.ucx_built()
+
+
+__all__ = ["Publisher", "PublishHandle", "ShardPublisher", "Step", "Subscriber", "describe",
+           "ucx_built", *_errors]

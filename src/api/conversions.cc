@@ -58,6 +58,10 @@ const char* version_string() {
   return WEIGHTCAST_VERSION_STRING " (" WEIGHTCAST_GIT_REVISION ")";
 }
 
+bool ucx_built() {
+  return WEIGHTCAST_HAVE_UCX != 0;
+}
+
 Status from_internal(const in::Status& status) {
   if (status.ok()) return {};
   return Status(static_cast<StatusCode>(status.code()), status.message());

@@ -3,7 +3,8 @@ each from its flat share of the model, ranges starting and ending mid-tensor (an
 or from its column blocks of every matrix (a tensor-parallel trainer), to a tensor-parallel
 replica of two engine ranks and an engine holding every tensor whole: after every version each
 engine holds the trainer's tensors (or its blocks of them) bit for bit, though no rank held the
-whole model. A publisher rank that is not a publisher, a range outside its tensor and an unknown
+whole model; over ucx each engine rank reads every delta straight from the ranks' memory. A
+publisher rank that is not a publisher, a range outside its tensor and an unknown
 dtype are refused by name."""
 
 import threading
@@ -57,9 +58,15 @@ def _tp_held(src):
     return held
 
 
+@pytest.mark.parametrize("transport", ["fs", "ucx"])
 @pytest.mark.parametrize("trainer", ["fsdp", "tp"])
-def test_two_publisher_ranks_publish_one_model_to_two_layouts(make_group, endpoints, trainer):
-    g = make_group(subscribers=3, publishers=2, layouts=LAYOUTS, subscriber_layouts=PLACED)
+def test_two_publisher_ranks_publish_one_model_to_two_layouts(make_group, endpoints, trainer,
+                                                             transport):
+    if transport == "ucx" and not weightcast.ucx_built():
+        pytest.skip("this build has no UCX (libucx-dev was not found when it was built)")
+    transports = ("ucx", "fs") if transport == "ucx" else ("fs",)
+    g = make_group(subscribers=3, publishers=2, layouts=LAYOUTS, subscriber_layouts=PLACED,
+                   transports=transports)
     gen = torch.Generator().manual_seed(5)
     src = tp2_model(gen)
     spec = {k: (v.dtype, v.shape) for k, v in src.items()}
@@ -113,6 +120,9 @@ def test_two_publisher_ranks_publish_one_model_to_two_layouts(make_group, endpoi
             for name, (block, t) in blocks.items():
                 assert torch.equal(t.view(torch.int16), src[name][block].view(torch.int16)), \
                     f"rank {sub} tensor {name} at v{version}"
+    # Over ucx every engine rank read deltas 1..4 from the two publisher ranks' memory.
+    for sub, _ in engines:
+        assert sub.stats()["versions_by_path"].get(transport) == 4, sub.stats()
 
 
 def test_bad_shard_registrations_are_refused_by_name(make_group, endpoints):
