@@ -88,7 +88,7 @@ std::vector<std::vector<Piece>> shard(const RanksBenchmarkConfig& c) {
     for (uint64_t g = at[r]; g < at[r + 1];) {
       const size_t t = g / per;
       const uint64_t end = std::min(at[r + 1], (t + 1) * per);
-      out[r].push_back({t, g - t * per, end - g});
+      out[r].push_back({t, g - t * per, end - g, std::nullopt});
       g = end;
     }
   }

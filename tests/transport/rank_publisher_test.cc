@@ -196,8 +196,9 @@ TEST(RankPublisher, FourTensorParallelRanksPublishBlocksThatEveryLayoutFollows) 
     for (const auto& r : t.ranges()) (r.has_box() ? boxes : flats) += 1;
   }
   // q_proj's column blocks in pieces of 21 rows (the last row of each alone, one run, is a
-  // flat range), the experts' blocks; the vectors' flat ranges.
-  EXPECT_EQ(boxes, 4 * 3 + 4u);
+  // flat range), the piece across row 32 cut there (tp2 dim 0 declares rows [0, 32) and
+  // [32, 64): rank_cells.h), the experts' blocks; the vectors' flat ranges.
+  EXPECT_EQ(boxes, 4 * 4 + 4u);
   EXPECT_GT(flats, 4u);
   // Anchor 3, which the ranks wrote block by block, is one checkpoint the `safetensors`
   // package reads as the model at version 3.

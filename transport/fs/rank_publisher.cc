@@ -82,11 +82,6 @@ Result<std::vector<OwnedRange>> owned_pieces(const SafetensorsTensorSpec& t, Own
   return out;
 }
 
-// The elements a range covers.
-TensorSlice owned_slice(const OwnedRange& r) {
-  return r.box ? *r.box : TensorSlice::flat(r.first, r.first + r.count);
-}
-
 }  // namespace
 
 Result<std::unique_ptr<RankPublisher>> RankPublisher::open(RankPublisherOptions options,
@@ -114,8 +109,7 @@ Result<std::unique_ptr<RankPublisher>> RankPublisher::open(RankPublisherOptions 
   }
   ranges = std::move(pieces);
   // The declared slices of each tensor the rank owns part of, once per tensor (not per
-  // piece): the ranges' shares of them are kept up to date.
-  p->shares_.resize(ranges.size());
+  // piece): the cells follow their boundaries, and the cells' shares of them are kept up to date.
   for (const size_t i : p->tensor_of_) {
     if (p->declared_.contains(i)) continue;
     std::vector<TensorSlice>& slices = p->declared_[i];
@@ -123,6 +117,17 @@ Result<std::unique_ptr<RankPublisher>> RankPublisher::open(RankPublisherOptions 
       ASSIGN_OR_RETURN(slices, options.journal.declared_slices(model[i].name, model[i].shape));
     }
   }
+  for (size_t k = 0; k < ranges.size(); ++k) {
+    const size_t i = p->tensor_of_[k];
+    ASSIGN_OR_RETURN(std::vector<RankCell> cells,
+                     rank_cells(model[i].shape, ranges[k].first, ranges[k].count, ranges[k].box,
+                                p->declared_.at(i)));
+    for (RankCell& c : cells) {
+      p->cells_.push_back(std::move(c));
+      p->cell_range_.push_back(k);
+    }
+  }
+  p->shares_.resize(p->cells_.size());
   options.journal.root = options.root;
   if (options.rank == 0) {
     ASSIGN_OR_RETURN(p->writer_, JournalWriter::open(options.journal));
@@ -190,11 +195,12 @@ Result<RankPublishReport> RankPublisher::publish(uint64_t version, bool force_an
     refuse(version, report.status());
     return report;
   }
-  // Every range's bytes as published: the next delta's base (publish_anchor took their C()).
-  snapshot_.resize(ranges_.size());
-  for (size_t k = 0; k < ranges_.size(); ++k) {
-    const size_t es = dtype_size(model_[tensor_of_[k]].dtype);
-    snapshot_[k].assign(ranges_[k].data, ranges_[k].data + ranges_[k].count * es);
+  // Every cell's bytes as published: the next delta's base (publish_anchor took their C()).
+  snapshot_.resize(cells_.size());
+  std::vector<uint8_t> scratch;
+  for (size_t c = 0; c < cells_.size(); ++c) {
+    const auto bytes = cell_now(c, &scratch);
+    snapshot_[c].assign(bytes.begin(), bytes.end());
   }
   last_ = version;
   return report;
@@ -204,11 +210,11 @@ template <typename Part>
 void RankPublisher::add_shares(Part* part) const {
   // One share per tensor and slice: the sum over the rank's ranges (pieces) of the tensor.
   std::map<size_t, std::vector<uint64_t>> sums;
-  for (size_t k = 0; k < ranges_.size(); ++k) {
-    if (shares_[k].empty()) continue;
-    auto& sum = sums[tensor_of_[k]];
-    sum.resize(shares_[k].size(), 0);
-    for (size_t j = 0; j < shares_[k].size(); ++j) sum[j] += shares_[k][j];
+  for (size_t c = 0; c < cells_.size(); ++c) {
+    if (shares_[c].empty()) continue;
+    auto& sum = sums[tensor_of_cell(c)];
+    sum.resize(shares_[c].size(), 0);
+    for (size_t j = 0; j < shares_[c].size(); ++j) sum[j] += shares_[c][j];
   }
   for (const auto& [tensor, sum] : sums) {
     const std::vector<TensorSlice>& slices = declared_.at(tensor);
@@ -218,14 +224,21 @@ void RankPublisher::add_shares(Part* part) const {
   }
 }
 
-Status RankPublisher::take_shares(size_t k) {
-  const SafetensorsTensorSpec& t = model_[tensor_of_[k]];
-  const OwnedRange& r = ranges_[k];
-  shares_[k].clear();
-  if (slices_of(k).empty()) return ok_status();
-  const TensorRef own = TensorRef::contiguous(t.name, t.dtype, const_cast<uint8_t*>(r.data),
-                                              static_cast<int64_t>(r.count));
-  ASSIGN_OR_RETURN(shares_[k], partial_checksums(own, t.shape, owned_slice(r), slices_of(k)));
+std::span<const uint8_t> RankPublisher::cell_now(size_t c, std::vector<uint8_t>* scratch) const {
+  const size_t es = dtype_size(model_[tensor_of_cell(c)].dtype);
+  return cell_bytes(cells_[c], es, ranges_[cell_range_[c]].data, scratch);
+}
+
+Status RankPublisher::take_sums(size_t c, std::span<const uint8_t> bytes) {
+  const SafetensorsTensorSpec& t = model_[tensor_of_cell(c)];
+  const TensorRef own = TensorRef::contiguous(t.name, t.dtype, const_cast<uint8_t*>(bytes.data()),
+                                              static_cast<int64_t>(cells_[c].count));
+  const TensorSlice mine = cells_[c].slice();
+  ASSIGN_OR_RETURN(const std::vector<uint64_t> sum, partial_checksums(own, t.shape, mine, {mine}));
+  checksums_[c] = sum[0];
+  shares_[c].clear();
+  if (slices_of(c).empty()) return ok_status();
+  ASSIGN_OR_RETURN(shares_[c], partial_checksums(own, t.shape, mine, slices_of(c)));
   return ok_status();
 }
 
@@ -240,16 +253,21 @@ Result<RankPublishReport> RankPublisher::publish_anchor(uint64_t version) {
   auto part = RankAnchorWriter::open(options_.root, version, options_.rank, model_,
                                      options_.journal.anchor, options_.wait);
   if (!part.ok()) return part.status().with_context(who(version));
-  checksums_.resize(ranges_.size());
+  // The pieces go to the shard files where they lie; the cells take their sums from the same
+  // bytes (a delta's base).
   for (size_t k = 0; k < ranges_.size(); ++k) {
     const SafetensorsTensorSpec& t = model_[tensor_of_[k]];
     const uint64_t bytes = ranges_[k].count * dtype_size(t.dtype);
     const std::span<const uint8_t> own(ranges_[k].data, bytes);
-    ASSIGN_OR_RETURN(checksums_[k], ranges_[k].box
-                                        ? (*part)->write_box(t.name, *ranges_[k].box, own)
-                                        : (*part)->write(t.name, ranges_[k].first, own));
-    RETURN_IF_ERROR(take_shares(k).with_context(who(version)));
+    RETURN_IF_ERROR((ranges_[k].box ? (*part)->write_box(t.name, *ranges_[k].box, own)
+                                    : (*part)->write(t.name, ranges_[k].first, own))
+                        .status());
     report.stored_bytes += bytes;
+  }
+  checksums_.resize(cells_.size());
+  std::vector<uint8_t> scratch;
+  for (size_t c = 0; c < cells_.size(); ++c) {
+    RETURN_IF_ERROR(take_sums(c, cell_now(c, &scratch)).with_context(who(version)));
   }
   add_shares(part->get());
   RETURN_IF_ERROR((*part)->finish().with_context(who(version)));
@@ -271,17 +289,18 @@ Result<RankPublishReport> RankPublisher::publish_delta(uint64_t version) {
   report.version = version;
   auto part = RankFragmentWriter::open(options_.root, version, options_.rank, part_options());
   if (!part.ok()) return part.status().with_context(who(version));
-  for (size_t k = 0; k < ranges_.size(); ++k) {
-    const SafetensorsTensorSpec& t = model_[tensor_of_[k]];
+  std::vector<uint8_t> scratch;
+  for (size_t k = 0; k < cells_.size(); ++k) {
+    const SafetensorsTensorSpec& t = model_[tensor_of_cell(k)];
     const size_t es = dtype_size(t.dtype);
-    const std::span<const uint8_t> now(ranges_[k].data, ranges_[k].count * es);
+    const std::span<const uint8_t> now = cell_now(k, &scratch);
     if (es == 8) {  // the delta codec takes 1-, 2- and 4-byte elements: these may not change
       if (std::memcmp(now.data(), snapshot_[k].data(), now.size()) != 0) {
         return failed_precondition(who(version) + ": 8-byte tensor '" + t.name +
                                    "' changed; publish an anchor (force_anchor on the lead rank)");
       }
-      RETURN_IF_ERROR((*part)->add_unchanged_range(t.name, t.dtype, t.shape,
-                                                   owned_slice(ranges_[k]), checksums_[k]));
+      RETURN_IF_ERROR((*part)->add_unchanged_range(t.name, t.dtype, t.shape, cells_[k].slice(),
+                                                   checksums_[k]));
     } else {
       EncodeOptions e;
       e.name = t.name;
@@ -290,9 +309,9 @@ Result<RankPublishReport> RankPublisher::publish_delta(uint64_t version) {
       e.target_version = version;
       ASSIGN_OR_RETURN(e.tensor_elements, shape_numel(t.shape, "tensor '" + t.name + "'"));
       // A box's record holds its elements in its local order (EncodeOptions::slice).
-      const std::optional<TensorSlice>& box = ranges_[k].box;
+      const std::optional<TensorSlice>& box = cells_[k].box;
       const ShapedSlice shaped{t.shape, box.value_or(TensorSlice{})};
-      e.range_offset = box ? 0 : ranges_[k].first;
+      e.range_offset = box ? 0 : cells_[k].first;
       if (box) e.slice = &shaped;
       e.base_checksum = checksums_[k];
       e.pool = options_.journal.pool;

@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@
 #include "codec/formats/safetensors_format.h"
 #include "codec/tensor_slice.h"
 #include "transport/fs/journal_writer.h"
+#include "transport/fs/rank_cells.h"
 #include "transport/fs/rank_fragments.h"
 
 namespace weightcast {
@@ -105,8 +107,11 @@ class RankPublisher {
   std::string who(uint64_t version) const;
   // The journal's part options, keeping the parts in memory when they are served.
   DeltaPartOptions part_options() const;
-  Status take_shares(size_t k);
-  // Adds the rank's share of each declared slice to `part`, summed over its ranges per tensor.
+  // Cell c's bytes now, contiguous (rank_cells.h cell_bytes; `scratch` holds a gathered one).
+  std::span<const uint8_t> cell_now(size_t c, std::vector<uint8_t>* scratch) const;
+  // Cell c's C() and shares of the declared slices, from `bytes` (its elements now).
+  Status take_sums(size_t c, std::span<const uint8_t> bytes);
+  // Adds the rank's share of each declared slice to `part`, summed over its cells per tensor.
   template <typename Part>
   void add_shares(Part* part) const;
   // A rank other than the lead that failed its part puts the reason where the lead waits.
@@ -114,20 +119,26 @@ class RankPublisher {
 
   RankPublisherOptions options_;
   std::vector<SafetensorsTensorSpec> model_;
+  // The ranges as pieces (an anchor writes each where it lies in the shard files), and per
+  // piece its tensor's index in model_.
   std::vector<OwnedRange> ranges_;
-  std::vector<size_t> tensor_of_;  // per range, its tensor's index in model_
-  // The declared slices of each tensor the rank owns a range of (by index in model_), and per
-  // range its share of C() over each at the last version published (take_shares computes
-  // them from the range's bytes).
+  std::vector<size_t> tensor_of_;
+  // The declared slices of each tensor the rank owns a range of (by index in model_).
   std::map<size_t, std::vector<TensorSlice>> declared_;
-  std::vector<std::vector<uint64_t>> shares_;
-  // The declared slices of range k's tensor.
-  const std::vector<TensorSlice>& slices_of(size_t k) const { return declared_.at(tensor_of_[k]); }
-  std::unique_ptr<JournalWriter> writer_;
-  // The bytes of every range at the last version published (the rank's own shard, not the
-  // model), and C() of each range then.
+  // The pieces cut along the declared slices (rank_cells.h): a delta's records, one per cell,
+  // each meeting one slice of every engine layout. Per cell: its piece, and at the last
+  // version published its bytes (the rank's own shard, not the model), its C() and its share
+  // of C() over each declared slice of its tensor.
+  std::vector<RankCell> cells_;
+  std::vector<size_t> cell_range_;
+  size_t tensor_of_cell(size_t c) const { return tensor_of_[cell_range_[c]]; }
+  const std::vector<TensorSlice>& slices_of(size_t c) const {
+    return declared_.at(tensor_of_cell(c));
+  }
   std::vector<std::vector<uint8_t>> snapshot_;
   std::vector<uint64_t> checksums_;
+  std::vector<std::vector<uint64_t>> shares_;
+  std::unique_ptr<JournalWriter> writer_;
   std::optional<uint64_t> last_;    // the version the snapshot holds, when it is whole
   std::optional<uint64_t> newest_;  // the last version tried
 };
