@@ -117,6 +117,43 @@ uint64_t apply_values(uint8_t* dest, const uint32_t* positions, const uint32_t* 
   return sum;
 }
 
+// apply_values for changes whose destination elements and global indices are given one by one
+// (a box record's changes, run by run of the box): element at[k] (skipped outside
+// [0, count)) takes values[k], weighed at global[k] in C().
+template <typename U>
+uint64_t apply_values_at(uint8_t* dest, const int64_t* at, const uint64_t* global,
+                         const uint32_t* values, uint32_t n, uint64_t count, uint64_t* applied) {
+  constexpr unsigned w = sizeof(U) * 8;
+  constexpr uint32_t kAhead = 16;
+  uint64_t sum = 0, written = 0;
+  for (uint32_t k = 0; k < n; ++k) {
+    if (k + kAhead < n && at[k + kAhead] >= 0 && static_cast<uint64_t>(at[k + kAhead]) < count) {
+      __builtin_prefetch(dest + at[k + kAhead] * static_cast<int64_t>(sizeof(U)), 1);
+    }
+    if (at[k] < 0 || static_cast<uint64_t>(at[k]) >= count) continue;
+    uint8_t* p = dest + at[k] * static_cast<int64_t>(sizeof(U));
+    const U o = load<U>(p);
+    const U v = static_cast<U>(o + static_cast<U>(diff_from_value(values[k], w)));
+    store<U>(p, v);
+    sum += change_term<U>(global[k], o, v);
+    ++written;
+  }
+  *applied += written;
+  return sum;
+}
+
+// Undoes apply_values_at.
+template <typename U>
+void revert_values_at(uint8_t* dest, const int64_t* at, const uint32_t* values, uint32_t n,
+                      uint64_t count) {
+  constexpr unsigned w = sizeof(U) * 8;
+  for (uint32_t k = 0; k < n; ++k) {
+    if (at[k] < 0 || static_cast<uint64_t>(at[k]) >= count) continue;
+    uint8_t* p = dest + at[k] * static_cast<int64_t>(sizeof(U));
+    store<U>(p, static_cast<U>(load<U>(p) - static_cast<U>(diff_from_value(values[k], w))));
+  }
+}
+
 // Undoes apply_values.
 template <typename U>
 void revert_values(uint8_t* dest, const uint32_t* positions, const uint32_t* values, uint32_t n,

@@ -293,6 +293,39 @@ bool slices_meet(const std::vector<int64_t>& shape, const TensorSlice& a, const 
   return first_shared(shape, a, b).has_value();
 }
 
+bool slice_holds_box(const std::vector<int64_t>& shape, const TensorSlice& outer,
+                     const TensorSlice& inner) {
+  if (inner.kind != TensorSlice::Kind::kBox || slice_elements(shape, inner) == 0) return false;
+  if (outer.kind == TensorSlice::Kind::kFlat) {
+    const SliceLocator at(shape, inner);
+    return at.first() >= outer.begin && at.end() <= outer.end;
+  }
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (inner.offsets[d] < outer.offsets[d] ||
+        inner.offsets[d] + inner.sizes[d] > outer.offsets[d] + outer.sizes[d]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<EvenRuns> even_runs(const std::vector<int64_t>& shape, const TensorSlice& box) {
+  if (box.kind != TensorSlice::Kind::kBox || shape.empty() || slice_elements(shape, box) == 0) {
+    return std::nullopt;
+  }
+  const BoxRuns runs(shape, box);
+  EvenRuns e{runs.global(box, 0), runs.length, runs.length};
+  size_t varying = 0;
+  for (size_t d = 0; d < runs.inner; ++d) {
+    if (box.sizes[d] > 1) {
+      ++varying;
+      e.stride = runs.st[d];
+    }
+  }
+  if (varying > 1) return std::nullopt;
+  return e;
+}
+
 Status check_tiling(const std::string& tensor, const std::vector<RankSlice>& slices, bool whole) {
   if (slices.empty()) return invalid_argument("tensor '" + tensor + "': no rank holds a slice");
   const RankSlice& ref = slices.front();

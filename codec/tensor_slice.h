@@ -139,4 +139,20 @@ struct RankSlice {
 // Whether two slices of a tensor of `shape` share an element.
 bool slices_meet(const std::vector<int64_t>& shape, const TensorSlice& a, const TensorSlice& b);
 
+// Whether every element of box `inner` lies in `outer` (a box, or a flat range); then each run
+// of consecutive global indices of `inner` is also consecutive in `outer`'s local order.
+// False for a flat `inner`.
+bool slice_holds_box(const std::vector<int64_t>& shape, const TensorSlice& outer,
+                     const TensorSlice& inner);
+
+// A box whose runs of consecutive global indices are evenly spaced (at most one dimension
+// above them spans more than one index: a block of rows of a matrix): run r holds global
+// indices [first + r * stride, first + r * stride + length) and local ones from r * length.
+struct EvenRuns {
+  uint64_t first = 0;
+  uint64_t length = 0;
+  uint64_t stride = 0;
+};
+std::optional<EvenRuns> even_runs(const std::vector<int64_t>& shape, const TensorSlice& box);
+
 }  // namespace weightcast

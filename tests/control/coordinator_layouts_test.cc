@@ -104,7 +104,9 @@ TEST(CoordinatorLayouts, AReplicaWithARankThatRefusedIsNotCommittedWhileAnotherI
   out = g.send(3, slice_ack(3, 2, 101));
   EXPECT_EQ(peers(out, Body::kCommit), (Peers{"sub2", "sub3"}));
   for (const auto& m : out) {
-    if (m.message.has_commit()) EXPECT_EQ(m.message.commit().version(), 2u) << m.peer;
+    if (m.message.has_commit()) {
+      EXPECT_EQ(m.message.commit().version(), 2u) << m.peer;
+    }
   }
   status = g.state.status(g.now);
   EXPECT_EQ(status.replicas(0).committed_version(), 2u);

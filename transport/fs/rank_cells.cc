@@ -83,7 +83,8 @@ Result<std::vector<RankCell>> rank_cells(const std::vector<int64_t>& shape, uint
     if (shape.size() != 2 || box->offsets.size() != 2) {  // cut along dimension 0 only
       return std::vector<RankCell>{{0, count, box, 0, count, count}};
     }
-    const auto r0 = static_cast<uint64_t>(box->offsets[0]), c0 = static_cast<uint64_t>(box->offsets[1]);
+    const auto r0 = static_cast<uint64_t>(box->offsets[0]),
+               c0 = static_cast<uint64_t>(box->offsets[1]);
     const uint64_t width = static_cast<uint64_t>(box->sizes[1]);
     const uint64_t cols = static_cast<uint64_t>(shape[1]);
     const auto rows = points_within(cuts.rows, r0, r0 + static_cast<uint64_t>(box->sizes[0]));
@@ -123,15 +124,16 @@ Result<std::vector<RankCell>> rank_cells(const std::vector<int64_t>& shape, uint
     if (s < r0 * cols) partial_row(s, r0 * cols);
     const auto colv = points_within(cuts.cols, 0, cols);
     for (size_t j = 0; j + 1 < colv.size(); ++j) {
-      out.push_back(box_cell(r0, r1, colv[j], colv[j + 1], cols, r0 * cols + colv[j] - first, cols));
+      out.push_back(
+          box_cell(r0, r1, colv[j], colv[j + 1], cols, r0 * cols + colv[j] - first, cols));
     }
     if (r1 * cols < e) partial_row(r1 * cols, e);
   }
   return out;
 }
 
-std::span<const uint8_t> cell_bytes(const RankCell& cell, size_t element_size,
-                                    const uint8_t* range, std::vector<uint8_t>* scratch) {
+std::span<const uint8_t> cell_bytes(const RankCell& cell, size_t element_size, const uint8_t* range,
+                                    std::vector<uint8_t>* scratch) {
   const uint8_t* at = range + cell.offset * element_size;
   if (cell.contiguous()) return {at, cell.count * element_size};
   scratch->resize(cell.count * element_size);

@@ -49,7 +49,7 @@ Result<std::vector<RankCell>> rank_cells(const std::vector<int64_t>& shape, uint
 // Cell `cell`'s elements (`element_size` bytes each) from the range's memory `range`, as
 // contiguous bytes: a view of `range` when they lie contiguously, else gathered into
 // `scratch`.
-std::span<const uint8_t> cell_bytes(const RankCell& cell, size_t element_size,
-                                    const uint8_t* range, std::vector<uint8_t>* scratch);
+std::span<const uint8_t> cell_bytes(const RankCell& cell, size_t element_size, const uint8_t* range,
+                                    std::vector<uint8_t>* scratch);
 
 }  // namespace weightcast

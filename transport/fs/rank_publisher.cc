@@ -299,8 +299,8 @@ Result<RankPublishReport> RankPublisher::publish_delta(uint64_t version) {
         return failed_precondition(who(version) + ": 8-byte tensor '" + t.name +
                                    "' changed; publish an anchor (force_anchor on the lead rank)");
       }
-      RETURN_IF_ERROR((*part)->add_unchanged_range(t.name, t.dtype, t.shape, cells_[k].slice(),
-                                                   checksums_[k]));
+      RETURN_IF_ERROR(
+          (*part)->add_unchanged_range(t.name, t.dtype, t.shape, cells_[k].slice(), checksums_[k]));
     } else {
       EncodeOptions e;
       e.name = t.name;
