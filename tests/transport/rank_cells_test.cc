@@ -2,14 +2,19 @@
 // slices of the engine layouts. For flat ranges and boxes of matrices (and a flat range of a
 // 3-D tensor): the cells hold exactly the range's elements, once each; no cell meets two
 // slices of one layout; and each cell's bytes, read from the range's memory (gathered where
-// they are strided), are its elements in its own order.
+// they are strided), are its elements in its own order. A rank whose column cuts would give a
+// tensor more boxes than a manifest takes cuts it by rows only, and its delta commits.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <set>
 #include <vector>
 
+#include "tests/transport/journal_test_model.h"
+#include "transport/fs/journal_files.h"
+#include "transport/fs/journal_layout.h"
 #include "transport/fs/rank_cells.h"
+#include "transport/fs/rank_publisher.h"
 
 namespace weightcast {
 namespace {
@@ -92,6 +97,43 @@ TEST(RankCells, OtherTensorsAreCutAlongTheirFirstDimension) {
   expect_cells(shape, TensorSlice::flat(7, 50), {split(shape, 0, 4)}, 4);
   expect_cells(shape, TensorSlice::flat(0, 60), {split(shape, 0, 2)}, 2);
   expect_cells({1000}, TensorSlice::flat(100, 900), {split({1000}, 0, 2)}, 2);
+}
+
+TEST(RankCells, WithoutColumnsOnlyRowsAreCut) {
+  const std::vector<int64_t> shape = {8, 6};
+  auto cells = rank_cells(shape, 5, 35, std::nullopt, split(shape, 1, 2), /*columns=*/false);
+  ASSERT_TRUE(cells.ok());
+  ASSERT_EQ(cells->size(), 1u);
+  EXPECT_FALSE((*cells)[0].box.has_value());
+}
+
+TEST(RankCells, ARankPastItsShareOfBoxesCutsByRowsAndItsDeltaCommits) {
+  testing::ScratchDir dir;
+  // 16384 rows of 4 columns in pieces of two rows: cut at column 2, 16384 boxes, more than a
+  // manifest takes for one tensor (4096).
+  const std::vector<int64_t> shape = {16384, 4};
+  std::vector<uint16_t> weights(16384 * 4);
+  for (size_t k = 0; k < weights.size(); ++k) weights[k] = static_cast<uint16_t>(k * 7);
+  RankPublisherOptions o;
+  o.root = dir.path();
+  o.piece_elements = 8;
+  o.journal.root = dir.path();
+  o.journal.declared_slices = [](const std::string&, const std::vector<int64_t>& s) {
+    return Result<std::vector<TensorSlice>>(split(s, 1, 2));
+  };
+  auto p = RankPublisher::open(
+      o, {{"w", DType::kBF16, shape}},
+      {{"w", 0, weights.size(), reinterpret_cast<const uint8_t*>(weights.data())}});
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  ASSERT_TRUE((*p)->publish(0).ok());
+  for (size_t k = 0; k < weights.size(); k += 97) weights[k] += 1;
+  auto delta = (*p)->publish(1);
+  ASSERT_TRUE(delta.ok()) << delta.status().to_string();
+  auto m = read_manifest_file(JournalLayout(dir.path()).step(1) + "/MANIFEST");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_EQ(m->tensors_size(), 1);
+  EXPECT_EQ(m->tensors(0).ranges_size(), 8192);  // a flat range per piece
+  for (const auto& r : m->tensors(0).ranges()) EXPECT_FALSE(r.has_box());
 }
 
 }  // namespace

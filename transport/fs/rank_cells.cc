@@ -73,11 +73,12 @@ RankCell box_cell(uint64_t r0, uint64_t r1, uint64_t c0, uint64_t c1, uint64_t c
 
 Result<std::vector<RankCell>> rank_cells(const std::vector<int64_t>& shape, uint64_t first,
                                          uint64_t count, const std::optional<TensorSlice>& box,
-                                         const std::vector<TensorSlice>& declared) {
+                                         const std::vector<TensorSlice>& declared, bool columns) {
   uint64_t numel = 1;
   for (const int64_t d : shape) numel *= static_cast<uint64_t>(d);
   const uint64_t row = shape.empty() || shape[0] == 0 ? 1 : numel / static_cast<uint64_t>(shape[0]);
-  const Cuts cuts = cuts_of(shape, row, declared);
+  Cuts cuts = cuts_of(shape, row, declared);
+  if (!columns) cuts.cols.clear();
   std::vector<RankCell> out;
   if (box) {
     if (shape.size() != 2 || box->offsets.size() != 2) {  // cut along dimension 0 only

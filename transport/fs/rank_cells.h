@@ -42,9 +42,11 @@ struct RankCell {
 // The cells of a rank's range of a tensor of `shape`: flat [first, first + count), or `box`
 // when given (its elements row-major in the rank's memory). `declared`: the tensor's slices
 // of every engine layout (none: one cell, the range itself). In the range's element order.
+// Without `columns`, cut along rows only (fewer boxes).
 Result<std::vector<RankCell>> rank_cells(const std::vector<int64_t>& shape, uint64_t first,
                                          uint64_t count, const std::optional<TensorSlice>& box,
-                                         const std::vector<TensorSlice>& declared);
+                                         const std::vector<TensorSlice>& declared,
+                                         bool columns = true);
 
 // Cell `cell`'s elements (`element_size` bytes each) from the range's memory `range`, as
 // contiguous bytes: a view of `range` when they lie contiguously, else gathered into

@@ -10,6 +10,7 @@
 #include "codec/delta_encoder.h"
 #include "codec/slice_checksum.h"
 #include "codec/tensor_bytes.h"
+#include "transport/fs/range_records.h"
 #include "transport/fs/rank_anchor.h"
 #include "transport/fs/rank_fragments.h"
 #include "transport/fs/rank_plan.h"
@@ -117,12 +118,24 @@ Result<std::unique_ptr<RankPublisher>> RankPublisher::open(RankPublisherOptions 
       ASSIGN_OR_RETURN(slices, options.journal.declared_slices(model[i].name, model[i].shape));
     }
   }
+  // A tensor holds at most kMaxBoxRangesPerTensor boxes among all ranks (range_records.h): a
+  // rank whose column cuts would take more than its share of them cuts that tensor by rows only.
+  std::vector<std::vector<RankCell>> cells(ranges.size());
+  std::map<size_t, size_t> boxes;  // by tensor
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t k = 0; k < ranges.size(); ++k) {
+      const size_t i = p->tensor_of_[k];
+      const bool over = boxes[i] > kMaxBoxRangesPerTensor / options.ranks;
+      if (pass == 1 && !over) continue;
+      ASSIGN_OR_RETURN(cells[k], rank_cells(model[i].shape, ranges[k].first, ranges[k].count,
+                                            ranges[k].box, p->declared_.at(i), pass == 0));
+      if (pass == 0) {
+        for (const RankCell& c : cells[k]) boxes[i] += c.box ? 1 : 0;
+      }
+    }
+  }
   for (size_t k = 0; k < ranges.size(); ++k) {
-    const size_t i = p->tensor_of_[k];
-    ASSIGN_OR_RETURN(std::vector<RankCell> cells,
-                     rank_cells(model[i].shape, ranges[k].first, ranges[k].count, ranges[k].box,
-                                p->declared_.at(i)));
-    for (RankCell& c : cells) {
+    for (RankCell& c : cells[k]) {
       p->cells_.push_back(std::move(c));
       p->cell_range_.push_back(k);
     }
