@@ -62,9 +62,10 @@ std::vector<OutgoingMessage> CoordinatorState::on_offer(const proto::Offer& offe
     proto::Offer& forwarded = *e.mutable_offer();
     forwarded = offer;
     // Only the descriptors of the paths this subscriber was given (opaque to the coordinator).
-    const auto keep_given = [&](auto& descriptors) {
+    const std::vector<std::string>& paths = m.paths;  // a structured binding cannot be captured
+    const auto keep_given = [&paths](auto& descriptors) {
       for (auto it = descriptors.begin(); it != descriptors.end();) {
-        const bool given = std::find(m.paths.begin(), m.paths.end(), it->first) != m.paths.end();
+        const bool given = std::find(paths.begin(), paths.end(), it->first) != paths.end();
         it = given ? std::next(it) : descriptors.erase(it);
       }
     };
