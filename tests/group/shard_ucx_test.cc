@@ -185,22 +185,31 @@ uint64_t acked_bytes(const proto::StatusReply& status, uint64_t version, uint32_
   return 0;
 }
 
+// The engines follow versions 0..last that `shards` publish, each held exactly by every
+// engine after it commits; `status`: the group's status after, every result ok.
+void publish_and_follow(const TestGroup& g, Shards& shards, uint64_t last,
+                        std::optional<proto::StatusReply>* status) {
+  ASSERT_TRUE(shards.error.empty()) << shards.error;
+  Engines engines(g);
+  ASSERT_TRUE(engines.ok());
+  for (uint64_t v = 0; v <= last; ++v) {
+    const Status published = shards.publish(v);
+    ASSERT_TRUE(published.ok()) << "v" << v << ": " << published.to_string();
+    EXPECT_TRUE(engines.at(v)) << "v" << v;
+  }
+  *status = group_status(g.config());
+  ASSERT_TRUE(status->has_value());
+  EXPECT_EQ(bad_results(**status), "");
+}
+
 TEST_P(ShardUcx, EngineRanksReadTheirRecordsStraightFromThePublisherRanksThatOwnThem) {
   TestGroup g(spec());
   CoordinatorThread coordinator(g);
   ASSERT_TRUE(coordinator.ok()) << coordinator.error();
   Shards shards(g);
-  ASSERT_TRUE(shards.error.empty()) << shards.error;
-  Engines engines(g);
-  ASSERT_TRUE(engines.ok());
-  for (uint64_t v = 0; v <= 4; ++v) {
-    const Status published = shards.publish(v);
-    ASSERT_TRUE(published.ok()) << "v" << v << ": " << published.to_string();
-    EXPECT_TRUE(engines.at(v)) << "v" << v;
-  }
-  const auto status = group_status(g.config());
-  ASSERT_TRUE(status.has_value());
-  EXPECT_EQ(bad_results(*status), "");
+  std::optional<proto::StatusReply> status;
+  publish_and_follow(g, shards, 4, &status);
+  if (HasFatalFailure()) return;
   for (uint32_t rank : {3u, 4u, 5u}) {
     EXPECT_EQ(acked_transport(*status, 0, rank), "fs") << "the first anchor is the journal's";
     for (uint64_t v = 1; v <= 4; ++v) {
@@ -220,17 +229,9 @@ TEST_P(ShardUcx, ARankThatServesNothingLiveLeavesItsRecordsToTheJournal) {
   CoordinatorThread coordinator(g);
   ASSERT_TRUE(coordinator.ok()) << coordinator.error();
   Shards shards(g, /*no_live=*/1);
-  ASSERT_TRUE(shards.error.empty()) << shards.error;
-  Engines engines(g);
-  ASSERT_TRUE(engines.ok());
-  for (uint64_t v = 0; v <= 2; ++v) {
-    const Status published = shards.publish(v);
-    ASSERT_TRUE(published.ok()) << "v" << v << ": " << published.to_string();
-    EXPECT_TRUE(engines.at(v)) << "v" << v;
-  }
-  const auto status = group_status(g.config());
-  ASSERT_TRUE(status.has_value());
-  EXPECT_EQ(bad_results(*status), "");
+  std::optional<proto::StatusReply> status;
+  publish_and_follow(g, shards, 2, &status);
+  if (HasFatalFailure()) return;
   // Every engine needs records of both shards (part 0: shard 1's packed.right half).
   for (uint32_t rank : {3u, 4u, 5u}) {
     EXPECT_EQ(acked_transport(*status, 2, rank), "ucx+fs") << "rank " << rank;
@@ -279,17 +280,9 @@ TEST_P(ShardUcx, ARankWhoseWorkerIsGoneIsReadFromTheJournalAndNoEngineHoldsAWron
   auto closing = std::make_shared<LivePathRegistry>();
   closing->add(10, std::make_shared<ClosingUcx>());
   Shards shards(g, std::nullopt, closing);
-  ASSERT_TRUE(shards.error.empty()) << shards.error;
-  Engines engines(g);
-  ASSERT_TRUE(engines.ok());
-  for (uint64_t v = 0; v <= 2; ++v) {
-    const Status published = shards.publish(v);
-    ASSERT_TRUE(published.ok()) << "v" << v << ": " << published.to_string();
-    EXPECT_TRUE(engines.at(v)) << "v" << v;
-  }
-  const auto status = group_status(g.config());
-  ASSERT_TRUE(status.has_value());
-  EXPECT_EQ(bad_results(*status), "");
+  std::optional<proto::StatusReply> status;
+  publish_and_follow(g, shards, 2, &status);
+  if (HasFatalFailure()) return;
   // v1's descriptor of shard 1 names its closed worker; v2 it could not serve at all.
   for (uint32_t rank : {3u, 4u, 5u}) {
     for (uint64_t v = 1; v <= 2; ++v) {
