@@ -9,7 +9,9 @@ The trainer drives it through ``collective_rpc`` (vLLM pauses generation around 
 
 It works on ``self.model_runner.model``. Tensors whose state-dict name, dtype and shape match
 one of the journal's are registered directly: versions are applied into the engine's own
-memory, in place, verified. The others (vLLM fuses q/k/v into ``qkv_proj`` and gate/up into
+memory, in place, verified. On an engine rank of a layout (docs/CONFIG.md ``layouts``), a
+tensor whose shape is the block the layout gives the rank is registered as that slice: the
+rank applies and verifies only its elements (host memory; a CUDA shard is refused by name). The others (vLLM fuses q/k/v into ``qkv_proj`` and gate/up into
 ``gate_up_proj``) are received into staging tensors of the published shape and handed to the
 model's own ``load_weights`` after each update.
 
@@ -45,13 +47,19 @@ class WorkerExtension:
         published = self._wc_published_tensors(sub.journal_root, timeout)
         own = dict(model.state_dict(keep_vars=True))
         self._wc_staged = {}
-        direct = []
+        direct, sliced = [], []
         for t in published:
             mine = own.get(t["name"])
-            if (mine is not None and tuple(mine.shape) == tuple(t["shape"])
-                    and str(mine.dtype).replace("torch.", "") == t["dtype"]):
+            same_dtype = mine is not None and str(mine.dtype).replace("torch.", "") == t["dtype"]
+            block = sub.slice_of(t["name"], t["shape"])
+            block_shape = tuple(b.stop - b.start for b in block)
+            if same_dtype and tuple(mine.shape) == tuple(t["shape"]):
                 sub.register(t["name"], mine)
                 direct.append(t["name"])
+            elif same_dtype and block_shape != tuple(t["shape"]) and tuple(mine.shape) == block_shape:
+                # A tensor-parallel engine rank's shard of it, as the rank's layout cuts it.
+                sub.register_slice(t["name"], mine, t["shape"])
+                sliced.append(t["name"])
             else:
                 staging = self._wc_empty(t, model)
                 sub.register(t["name"], staging)
@@ -61,6 +69,7 @@ class WorkerExtension:
             raise TypeError("the model has tensors under other names than the publisher's ("
                             + ", ".join(list(self._wc_staged)[:3]) + ") and no load_weights")
         self._wc_direct = direct
+        self._wc_sliced = sliced
         self._wc_sub = sub
         self._wc_loaded = None
         sub.connect()
@@ -91,7 +100,8 @@ class WorkerExtension:
         if sub is None:
             return {"version": None}
         return {"version": sub.current_version, "stats": sub.stats(),
-                "direct": list(self._wc_direct), "staged": list(self._wc_staged)}
+                "direct": list(self._wc_direct), "sliced": list(self._wc_sliced),
+                "staged": list(self._wc_staged)}
 
     def weightcast_close(self):
         """Leaves the group (an apply waiting for a window is let through first)."""

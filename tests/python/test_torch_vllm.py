@@ -1,6 +1,7 @@
 """weightcast.torch.hook_optimizer (snapshot and hooked modes) and weightcast.vllm.WorkerExtension
 against a stand-in worker (vLLM needs a GPU and is not installed here: the stand-in has vLLM's
-shape, a model_runner.model with fused qkv and a load_weights that maps the trainer's names)."""
+shape, a model_runner.model with fused qkv and a load_weights that maps the trainer's names; and
+the two engine ranks of a tensor-parallel replica, each holding only its shards)."""
 
 import time
 import types
@@ -12,6 +13,7 @@ import weightcast
 import weightcast.torch
 import weightcast.vllm
 from conftest import WAIT
+from tp2_model import LAYOUTS, PLACED, tp2_model
 
 
 class Tiny(torch.nn.Module):
@@ -220,3 +222,46 @@ def test_worker_extension_applies_only_inside_updates(make_group, endpoints):
     assert status["stats"]["versions_applied"] == 2 and model.loads == 2
     with pytest.raises(TimeoutError):
         worker.weightcast_update(3, timeout=0.3)
+
+
+class ShardModel:
+    """An engine rank's model holding its tensor-parallel shards under the trainer's names."""
+
+    def __init__(self, tensors):
+        self.tensors = tensors
+
+    def state_dict(self, keep_vars=False):
+        return dict(self.tensors)
+
+
+def test_worker_extension_of_a_tensor_parallel_rank_registers_its_shards(make_group, endpoints):
+    g = make_group(subscribers=2, layouts=LAYOUTS, subscriber_layouts=PLACED)
+    src = tp2_model(torch.Generator().manual_seed(7))
+    pub = weightcast.Publisher(g.config, g.publisher_rank, threads=1)
+    endpoints.append(pub)
+    for name, t in src.items():
+        pub.register(name, t)
+    pub.publish(1).wait_published(WAIT)
+    workers = []
+    for part in range(2):
+        rank = g.subscriber_rank(part)
+        rows, cols = slice(3 * part, 3 * part + 3), slice(4 * part, 4 * part + 4 - part)
+        shards = {"l.0.q_proj.weight": torch.zeros(3, 10, dtype=torch.bfloat16),
+                  "l.0.o_proj.weight": torch.zeros(10, 4 - part, dtype=torch.bfloat16),
+                  "l.0.norm.weight": torch.zeros(10, dtype=torch.bfloat16)}
+        worker = StandInWorker(ShardModel(shards))
+        status = worker.weightcast_init(g.config, rank, timeout=WAIT, threads=1)
+        endpoints.append(types.SimpleNamespace(close=worker.weightcast_close))
+        assert sorted(status["sliced"]) == ["l.0.o_proj.weight", "l.0.q_proj.weight"], status
+        assert status["direct"] == ["l.0.norm.weight"] and status["staged"] == []
+        workers.append((worker, shards, rows, cols))
+    for version in (1, 2):
+        if version == 2:
+            src["l.0.q_proj.weight"][4, 1] += 1  # part 1's rows
+            src["l.0.o_proj.weight"][2, 0] += 1  # part 0's columns
+            pub.publish(2).wait_published(WAIT)
+        for worker, shards, rows, cols in workers:
+            worker.weightcast_update(version, WAIT)
+            assert torch.equal(shards["l.0.q_proj.weight"], src["l.0.q_proj.weight"][rows])
+            assert torch.equal(shards["l.0.o_proj.weight"], src["l.0.o_proj.weight"][:, cols])
+            assert torch.equal(shards["l.0.norm.weight"], src["l.0.norm.weight"])
