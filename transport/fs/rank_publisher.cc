@@ -141,6 +141,21 @@ Result<std::unique_ptr<RankPublisher>> RankPublisher::open(RankPublisherOptions 
     }
   }
   p->shares_.resize(p->cells_.size());
+  // Whether each cell lies inside or outside each declared slice of its tensor, none across.
+  for (size_t c = 0; c < p->cells_.size(); ++c) {
+    const std::vector<int64_t>& shape = model[p->tensor_of_cell(c)].shape;
+    const TensorSlice mine = p->cells_[c].slice();
+    bool within = true;
+    for (const TensorSlice& s : p->slices_of(c)) {
+      uint64_t shared = 0;
+      for_each_shared_run(shape, s, mine, [&](const SharedRun& r) {
+        shared += r.count;
+        return true;
+      });
+      within = within && (shared == 0 || shared == p->cells_[c].count);
+    }
+    p->within_.push_back(within);
+  }
   options.journal.root = options.root;
   if (options.rank == 0) {
     ASSIGN_OR_RETURN(p->writer_, JournalWriter::open(options.journal));
@@ -328,10 +343,11 @@ Result<RankPublishReport> RankPublisher::publish_delta(uint64_t version) {
       if (box) e.slice = &shaped;
       e.base_checksum = checksums_[k];
       e.pool = options_.journal.pool;
-      // The shares follow the changes the encoder reports (O(changed), as the single writer's
-      // slice checksums: slice_checksums.h); a range outside every declared slice has none.
+      // A cell inside or outside each declared slice (what the cuts make it) shares its whole
+      // C() or nothing. Otherwise the shares follow the changes the encoder reports
+      // (O(changed), as the single writer's slice checksums: slice_checksums.h).
       std::optional<SliceChangeSums> tracked;
-      if (!slices_of(k).empty()) {
+      if (!slices_of(k).empty() && !within_[k]) {
         tracked.emplace(t.shape, slices_of(k), es, shares_[k]);
         e.on_changes = [&tracked](uint64_t first, const uint32_t* positions, uint32_t n,
                                   const uint8_t* old_chunk, const uint8_t* new_chunk) {
@@ -341,6 +357,12 @@ Result<RankPublishReport> RankPublisher::publish_delta(uint64_t version) {
       ASSIGN_OR_RETURN(const EncodedDelta d, encode_delta_advancing(snapshot_[k], now, e));
       checksums_[k] = d.header.target_checksum;
       if (tracked) shares_[k] = tracked->sums();
+      if (within_[k]) {
+        for (size_t j = 0; j < shares_[k].size(); ++j) {
+          shares_[k][j] =
+              slices_meet(t.shape, slices_of(k)[j], cells_[k].slice()) ? checksums_[k] : 0;
+        }
+      }
       RETURN_IF_ERROR((*part)->add_range(t.name, t.dtype, t.shape, d, box ? &*box : nullptr));
     }
   }
