@@ -1,5 +1,6 @@
 #include "codec/delta_encoder.h"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -46,16 +47,16 @@ namespace {
 // For a chunk of a slice's elements (EncodeOptions::slice), local indices [start, start +
 // length): its change of C() and its base part (when `base` is given) over the elements'
 // global indices, and on_changes once per run of consecutive global indices.
-void slice_chunk_sums(const SliceIndexMap& map, const EncodeOptions& o, const uint8_t* old_bytes,
-                      const uint8_t* new_bytes, uint64_t start, uint32_t length, size_t es,
-                      const uint32_t* positions, uint64_t* base, EncodedChunk* chunk) {
+void slice_chunk_sums(const SliceIndexMap& map, const std::optional<EvenRuns>& even,
+                      const EncodeOptions& o, const uint8_t* old_bytes, const uint8_t* new_bytes,
+                      uint64_t start, uint32_t length, size_t es, const uint32_t* positions,
+                      uint64_t* base, EncodedChunk* chunk) {
   const uint32_t n = chunk->changed;
   thread_local std::vector<uint32_t> run_positions;
   uint64_t change = 0;
   uint32_t k = 0;
-  if (base != nullptr) *base = 0;
-  map.for_each_run(start, start + length, [&](const SliceRun& run) {
-    const uint64_t at = run.local - start;  // the run's first position in the chunk
+  const auto take = [&](const SliceRun& run) {  // the changes of one run, clipped to the chunk
+    const uint64_t at = run.local - start;      // the run's first position in the chunk
     if (base != nullptr)
       *base += checksum_range(old_bytes + run.local * es, es, run.count, run.global);
     run_positions.clear();
@@ -71,7 +72,20 @@ void slice_chunk_sums(const SliceIndexMap& map, const EncodeOptions& o, const ui
                    old_bytes + run.local * es, new_bytes + run.local * es);
     }
     return true;
-  });
+  };
+  if (even && base == nullptr) {
+    // Runs at a fixed stride: only those holding changes, found by division.
+    while (k < n) {
+      const uint64_t r = (start + positions[k]) / even->length;
+      const uint64_t run_local = std::max(r * even->length, start);
+      const uint64_t run_end = std::min((r + 1) * even->length, start + length);
+      (void)take({even->first + r * even->stride + (run_local - r * even->length), run_local,
+                  run_end - run_local});
+    }
+  } else {
+    if (base != nullptr) *base = 0;
+    map.for_each_run(start, start + length, take);
+  }
   chunk->checksum_change = change;
 }
 
@@ -95,7 +109,11 @@ Result<EncodedDelta> encode(std::span<const uint8_t> old_bytes, std::span<const 
   DeltaRecordHeader& h = out.header;
 
   std::optional<SliceIndexMap> slice_map;
-  if (o.slice != nullptr) slice_map.emplace(o.slice->shape, o.slice->slice);
+  std::optional<EvenRuns> even;
+  if (o.slice != nullptr) {
+    slice_map.emplace(o.slice->shape, o.slice->slice);
+    even = even_runs(o.slice->shape, o.slice->slice);
+  }
   const uint32_t chunk_count = h.chunk_count();
   std::vector<EncodedChunk> chunks(chunk_count);
   // Without a tracked base checksum, each chunk's part is computed right after its scan,
@@ -110,7 +128,7 @@ Result<EncodedDelta> encode(std::span<const uint8_t> old_bytes, std::span<const 
                  h.range_offset + start, o.allowed_modes, scratch, &chunks[c]);
     if (slice_map) {
       // The chunk's elements are a slice's, not consecutive in the tensor.
-      slice_chunk_sums(*slice_map, o, old_bytes.data(), new_bytes.data(), start, length, es,
+      slice_chunk_sums(*slice_map, even, o, old_bytes.data(), new_bytes.data(), start, length, es,
                        scratch.positions.data(), compute_base ? &base_parts[c] : nullptr,
                        &chunks[c]);
     } else {
