@@ -341,10 +341,27 @@ Status check_tiling(const std::string& tensor, const std::vector<RankSlice>& sli
       return invalid_argument("rank " + std::to_string(s.rank) + ": " + valid.message());
     }
   }
+  // A sweep in order of first element: a slice is compared only with those whose span (first
+  // to last element) reaches it, so ranges that tile a tensor cost O(n log n), and only boxes
+  // whose spans interleave (column blocks) are compared pairwise.
+  const size_t n = slices.size();
+  std::vector<uint64_t> first(n), end(n);
+  for (size_t i = 0; i < n; ++i) {
+    const SliceLocator at(ref.shape, slices[i].slice);
+    first[i] = at.first();
+    end[i] = at.end();
+  }
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return first[a] < first[b]; });
   uint64_t held = 0;
-  for (size_t i = 0; i < slices.size(); ++i) {
-    held += slice_elements(ref.shape, slices[i].slice);
-    for (size_t j = i + 1; j < slices.size(); ++j) {
+  std::vector<size_t> active;
+  for (const size_t k : order) {
+    held += slice_elements(ref.shape, slices[k].slice);
+    if (first[k] == end[k]) continue;  // no elements
+    std::erase_if(active, [&](size_t a) { return end[a] <= first[k]; });
+    for (const size_t a : active) {
+      const size_t i = std::min(a, k), j = std::max(a, k);
       const auto shared = first_shared(ref.shape, slices[i].slice, slices[j].slice);
       if (!shared) continue;
       return invalid_argument(
@@ -353,6 +370,7 @@ Status check_tiling(const std::string& tensor, const std::vector<RankSlice>& sli
           describe_slice(slices[j].slice) + ") overlap at element " +
           describe_element(ref.shape, *shared));
     }
+    active.push_back(k);
   }
   const uint64_t total = elements_of(ref.shape);
   if (whole && held != total) {
