@@ -50,14 +50,15 @@ TEST(OfferShards, TooManyShardsOrAnOversizedOrUnnamedDescriptorIsRefusedByName) 
             "control message: offer shard 0 live descriptor 'ucx' has 65 bytes, more than 64");
   proto::Envelope many = offer_of_shards(1, 8);
   for (int i = 0; i < 17; ++i) {
-    (*many.mutable_offer()->mutable_shard_descriptors(0)->mutable_live_descriptors())
-        ["p" + std::to_string(i)] = "d";
+    (*many.mutable_offer()
+          ->mutable_shard_descriptors(0)
+          ->mutable_live_descriptors())["p" + std::to_string(i)] = "d";
   }
   EXPECT_EQ(decode_error(many, MessageLimits{}),
             "control message: offer shard 0 has 18 live descriptors, limit 16");
   proto::Envelope named = offer_of_shards(1, 8);
-  (*named.mutable_offer()->mutable_shard_descriptors(0)->mutable_live_descriptors())
-      [std::string(5000, 'n')] = "d";
+  (*named.mutable_offer()->mutable_shard_descriptors(0)->mutable_live_descriptors())[std::string(
+      5000, 'n')] = "d";
   EXPECT_EQ(decode_error(named, MessageLimits{}),
             "control message: offer shard 0 live descriptor name is 5000 bytes, limit 4096");
 }

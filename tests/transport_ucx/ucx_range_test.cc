@@ -71,7 +71,8 @@ TEST_P(UcxRange, AnyRangeOfAPartArrivesExactlyAndARangePastItIsRefused) {
   EXPECT_EQ(past.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(past.message().find("r1-part-0.wcd"), std::string::npos) << past.message();
   std::vector<uint8_t> one(1);
-  const Status beyond = subscriber.fetch_range(3, d, part.size() + 5, one, deadline_in(seconds(10)));
+  const Status beyond =
+      subscriber.fetch_range(3, d, part.size() + 5, one, deadline_in(seconds(10)));
   EXPECT_EQ(beyond.code(), StatusCode::kInvalidArgument) << beyond.to_string();
 }
 
@@ -91,7 +92,8 @@ TEST_P(UcxRange, ARangeIsNotCheckedAgainstThePartsHash) {
   auto described = subscriber.describe(1, deadline_in(seconds(10)));
   ASSERT_TRUE(described.ok());
   std::vector<uint8_t> head(1000);
-  ASSERT_TRUE(subscriber.fetch_range(1, described->parts[0], 0, head, deadline_in(seconds(10))).ok());
+  ASSERT_TRUE(
+      subscriber.fetch_range(1, described->parts[0], 0, head, deadline_in(seconds(10))).ok());
   EXPECT_TRUE(std::equal(head.begin(), head.end(), expected.begin()));
   std::vector<uint8_t> whole(part.size());
   const Status full = subscriber.fetch(1, described->parts[0], whole, deadline_in(seconds(10)));

@@ -145,16 +145,17 @@ Result<std::unique_ptr<RankPublisher>> RankPublisher::open(RankPublisherOptions 
   for (size_t c = 0; c < p->cells_.size(); ++c) {
     const std::vector<int64_t>& shape = model[p->tensor_of_cell(c)].shape;
     const TensorSlice mine = p->cells_[c].slice();
-    bool within = true;
+    std::optional<std::vector<bool>> holds(std::in_place);
     for (const TensorSlice& s : p->slices_of(c)) {
       uint64_t shared = 0;
       for_each_shared_run(shape, s, mine, [&](const SharedRun& r) {
         shared += r.count;
         return true;
       });
-      within = within && (shared == 0 || shared == p->cells_[c].count);
+      if (shared != 0 && shared != p->cells_[c].count) holds.reset();
+      if (holds) holds->push_back(shared != 0);
     }
-    p->within_.push_back(within);
+    p->held_by_.push_back(std::move(holds));
   }
   options.journal.root = options.root;
   if (options.rank == 0) {
@@ -223,13 +224,6 @@ Result<RankPublishReport> RankPublisher::publish(uint64_t version, bool force_an
     refuse(version, report.status());
     return report;
   }
-  // Every cell's bytes as published: the next delta's base (publish_anchor took their C()).
-  snapshot_.resize(cells_.size());
-  std::vector<uint8_t> scratch;
-  for (size_t c = 0; c < cells_.size(); ++c) {
-    const auto bytes = cell_now(c, &scratch);
-    snapshot_[c].assign(bytes.begin(), bytes.end());
-  }
   last_ = version;
   return report;
 }
@@ -294,8 +288,12 @@ Result<RankPublishReport> RankPublisher::publish_anchor(uint64_t version) {
   }
   checksums_.resize(cells_.size());
   std::vector<uint8_t> scratch;
+  // Each cell's bytes as published, gathered once: its sums, and the next delta's base.
+  snapshot_.resize(cells_.size());
   for (size_t c = 0; c < cells_.size(); ++c) {
-    RETURN_IF_ERROR(take_sums(c, cell_now(c, &scratch)).with_context(who(version)));
+    const auto bytes = cell_now(c, &scratch);
+    snapshot_[c].assign(bytes.begin(), bytes.end());
+    RETURN_IF_ERROR(take_sums(c, snapshot_[c]).with_context(who(version)));
   }
   add_shares(part->get());
   RETURN_IF_ERROR((*part)->finish().with_context(who(version)));
@@ -347,7 +345,7 @@ Result<RankPublishReport> RankPublisher::publish_delta(uint64_t version) {
       // C() or nothing. Otherwise the shares follow the changes the encoder reports
       // (O(changed), as the single writer's slice checksums: slice_checksums.h).
       std::optional<SliceChangeSums> tracked;
-      if (!slices_of(k).empty() && !within_[k]) {
+      if (!slices_of(k).empty() && !held_by_[k]) {
         tracked.emplace(t.shape, slices_of(k), es, shares_[k]);
         e.on_changes = [&tracked](uint64_t first, const uint32_t* positions, uint32_t n,
                                   const uint8_t* old_chunk, const uint8_t* new_chunk) {
@@ -357,10 +355,9 @@ Result<RankPublishReport> RankPublisher::publish_delta(uint64_t version) {
       ASSIGN_OR_RETURN(const EncodedDelta d, encode_delta_advancing(snapshot_[k], now, e));
       checksums_[k] = d.header.target_checksum;
       if (tracked) shares_[k] = tracked->sums();
-      if (within_[k]) {
+      if (held_by_[k]) {
         for (size_t j = 0; j < shares_[k].size(); ++j) {
-          shares_[k][j] =
-              slices_meet(t.shape, slices_of(k)[j], cells_[k].slice()) ? checksums_[k] : 0;
+          shares_[k][j] = (*held_by_[k])[j] ? checksums_[k] : 0;
         }
       }
       RETURN_IF_ERROR((*part)->add_range(t.name, t.dtype, t.shape, d, box ? &*box : nullptr));

@@ -138,9 +138,9 @@ class RankPublisher {
   std::vector<std::vector<uint8_t>> snapshot_;
   std::vector<uint64_t> checksums_;
   std::vector<std::vector<uint64_t>> shares_;
-  // Per cell: whether it lies wholly inside or outside each declared slice (its shares are
-  // then its C() or 0, no change tracked).
-  std::vector<bool> within_;
+  // Per cell, when it lies wholly inside or outside each declared slice: which hold it (its
+  // shares are then its C() or 0, no change tracked); nullopt when one holds part of it.
+  std::vector<std::optional<std::vector<bool>>> held_by_;
   std::unique_ptr<JournalWriter> writer_;
   std::optional<uint64_t> last_;    // the version the snapshot holds, when it is whole
   std::optional<uint64_t> newest_;  // the last version tried
